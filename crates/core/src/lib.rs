@@ -1,0 +1,28 @@
+//! benchlab's core: the workload interface and its registry, study files and
+//! their validation, sweep expansion into a run plan, the recorders that
+//! measured loops write into, and the plain result types every other layer
+//! (store, statistics, reports) consumes.
+//!
+//! This crate does no I/O beyond reading the study file and `/proc` for CPU
+//! accounting, and prints nothing: measuring produces data, rendering is
+//! somebody else's job.
+
+pub mod cpu;
+pub mod fake;
+pub mod param;
+pub mod placement;
+pub mod plan;
+pub mod recorder;
+pub mod result;
+pub mod study;
+pub mod units;
+pub mod workload;
+
+pub use param::{ParamKind, ParamSpec, Params, Value};
+pub use result::{CpuUsage, Sample, SideResult};
+pub use workload::{
+    Better, ClientCtx, MetricSpec, Registry, ServerCtx, ServerSide, Workload, WorkloadError,
+};
+
+/// The version of benchlab, recorded with every run.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,234 @@
+//! A run plan: the study expanded into units (configuration × workload ×
+//! point × repetition) in execution order, with the time each is expected
+//! to take.
+
+use serde::{Deserialize, Serialize};
+
+use crate::param::{ParamKind, Params, Value};
+use crate::study::{Order, Study};
+use crate::workload::Registry;
+
+/// Options that change a run without changing its study file. Recorded
+/// with the run, so that a resumed run uses the same ones.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Factor applied to every time parameter (duration, warm-up, quiesce).
+    pub scale: f64,
+    /// Trial run: one repetition per point (in addition to `scale`).
+    pub quick: bool,
+}
+
+/// The `--quick` time factor: a 120 s point becomes 6 s, a 10 s point 0.5 s.
+pub const QUICK_SCALE: f64 = 0.05;
+/// No time parameter is scaled below this (s), so a scaled point still
+/// measures something.
+pub const MIN_SCALED_DURATION_S: f64 = 0.2;
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            scale: 1.0,
+            quick: false,
+        }
+    }
+}
+
+/// One point of a workload under one configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedPoint {
+    /// Index into `Study::configurations`.
+    pub config: usize,
+    /// Index into `Study::workloads`.
+    pub workload: usize,
+    /// Index of the point within its workload.
+    pub point: usize,
+    /// Effective parameters (point values, configuration overrides, scale).
+    pub params: Params,
+    /// Swept values, for progress lines.
+    pub label: String,
+    /// Repetitions to run.
+    pub repetitions: u32,
+    /// Expected seconds of one repetition including quiesce.
+    pub expected_s: f64,
+    /// Quiesce after each repetition (s, scaled).
+    pub quiesce_s: f64,
+}
+
+/// One step: a repetition of a planned point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unit {
+    /// Index into `Plan::points`.
+    pub point: usize,
+    /// Repetition number, 0-based.
+    pub repetition: u32,
+}
+
+/// The expanded study.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Every (configuration, workload, point).
+    pub points: Vec<PlannedPoint>,
+    /// Execution order.
+    pub units: Vec<Unit>,
+}
+
+/// Fixed per-unit overhead assumed by the estimate (process round trips,
+/// connection set-up), s.
+const UNIT_OVERHEAD_S: f64 = 0.1;
+
+impl Plan {
+    /// Expands a study. The study was validated against the same registry.
+    pub fn new(study: &Study, registry: &Registry, opts: RunOptions) -> Plan {
+        let mut points = Vec::new();
+        for (w, entry) in study.workloads.iter().enumerate() {
+            let wl = registry
+                .get(&entry.kind)
+                .expect("study validated against this registry");
+            let reps = if opts.quick { 1 } else { entry.repetitions };
+            let quiesce_s = scale_s(entry.quiesce_s, opts.scale, 0.0);
+            for c in 0..study.configurations.len() {
+                for (p, base) in entry.points().into_iter().enumerate() {
+                    let mut params = base;
+                    params.0.extend(entry.overrides[c].0.clone());
+                    for spec in wl.params() {
+                        if spec.kind != ParamKind::Seconds {
+                            continue;
+                        }
+                        if let Some(Value::Float(s)) = params.get(spec.name).cloned() {
+                            let floor = if spec.name == "duration_s" {
+                                MIN_SCALED_DURATION_S
+                            } else {
+                                0.0
+                            };
+                            params.set(spec.name, Value::Float(scale_s(s, opts.scale, floor)));
+                        }
+                    }
+                    let expected_s =
+                        wl.expected_duration(&params).as_secs_f64() + quiesce_s + UNIT_OVERHEAD_S;
+                    points.push(PlannedPoint {
+                        config: c,
+                        workload: w,
+                        point: p,
+                        label: entry.label(&params),
+                        params,
+                        repetitions: reps,
+                        expected_s,
+                        quiesce_s,
+                    });
+                }
+            }
+        }
+
+        // Index points by (workload, point, config) for ordering.
+        let n_cfg = study.configurations.len();
+        let find = |c: usize, w: usize, p: usize| {
+            points
+                .iter()
+                .position(|x| x.config == c && x.workload == w && x.point == p)
+                .expect("planned point")
+        };
+        let mut units = Vec::new();
+        match study.order {
+            Order::Sequential => {
+                for c in 0..n_cfg {
+                    for (w, entry) in study.workloads.iter().enumerate() {
+                        for p in 0..entry.points().len() {
+                            let i = find(c, w, p);
+                            for r in 0..points[i].repetitions {
+                                units.push(Unit { point: i, repetition: r });
+                            }
+                        }
+                    }
+                }
+            }
+            Order::Interleaved => {
+                for (w, entry) in study.workloads.iter().enumerate() {
+                    for p in 0..entry.points().len() {
+                        let reps = points[find(0, w, p)].repetitions;
+                        for r in 0..reps {
+                            for c in 0..n_cfg {
+                                units.push(Unit { point: find(c, w, p), repetition: r });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Plan { points, units }
+    }
+
+    /// Expected seconds of the given units.
+    pub fn expected_s<'a>(&self, units: impl IntoIterator<Item = &'a Unit>) -> f64 {
+        units.into_iter().map(|u| self.points[u.point].expected_s).sum()
+    }
+}
+
+fn scale_s(s: f64, scale: f64, floor: f64) -> f64 {
+    if scale == 1.0 || s == 0.0 {
+        s
+    } else {
+        (s * scale).max(floor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FAKE;
+
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        r.add(&FAKE);
+        r
+    }
+
+    const STUDY: &str = r#"
+[study]
+name = "t"
+[defaults]
+repetitions = 2
+[[configuration]]
+name = "a"
+[[configuration]]
+name = "b"
+set = { value = 50 }
+[[workload]]
+kind = "fake"
+size = [1, 2, 4]
+sleep_s = 2
+"#;
+
+    #[test]
+    fn sequential_and_interleaved() {
+        let reg = registry();
+        let s = Study::parse("t.toml", STUDY, &reg).unwrap();
+        let plan = Plan::new(&s, &reg, RunOptions::default());
+        assert_eq!(plan.points.len(), 6);
+        assert_eq!(plan.units.len(), 12);
+        let cfgs: Vec<usize> = plan.units.iter().map(|u| plan.points[u.point].config).collect();
+        assert_eq!(cfgs, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]);
+        // Configuration b overrides the value.
+        let b = plan.points.iter().find(|p| p.config == 1).unwrap();
+        assert_eq!(b.params.f64("value").unwrap(), 50.0);
+
+        let text = STUDY.replace("name = \"t\"", "name = \"t\"\norder = \"interleaved\"");
+        let s = Study::parse("t.toml", &text, &reg).unwrap();
+        let plan = Plan::new(&s, &reg, RunOptions::default());
+        let seq: Vec<(usize, usize, u32)> = plan
+            .units
+            .iter()
+            .map(|u| (plan.points[u.point].point, plan.points[u.point].config, u.repetition))
+            .collect();
+        assert_eq!(&seq[..4], &[(0, 0, 0), (0, 1, 0), (0, 0, 1), (0, 1, 1)]);
+        assert_eq!(seq.len(), 12);
+    }
+
+    #[test]
+    fn quick_and_scale() {
+        let reg = registry();
+        let s = Study::parse("t.toml", STUDY, &reg).unwrap();
+        let plan = Plan::new(&s, &reg, RunOptions { scale: 0.5, quick: true });
+        assert_eq!(plan.units.len(), 6);
+        assert_eq!(plan.points[0].params.f64("sleep_s").unwrap(), 1.0);
+    }
+}

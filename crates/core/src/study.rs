@@ -1,0 +1,748 @@
+//! Study files: TOML read in two stages. Stage one turns the text into
+//! typed values, checking every key and value against what is allowed;
+//! stage two checks what spans keys (names, sweeps, each workload's own
+//! cross-parameter rules) on every expanded point. Nothing runs until both
+//! stages pass, and every error names the file, line, key and what is
+//! allowed.
+
+use std::fmt;
+use std::ops::Range;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use crate::param::{quoted_list, ParamDefault, ParamKind, Params, Value};
+use crate::placement::{parse_cpu_list, Placement};
+use crate::units::parse_size;
+use crate::workload::{Registry, Workload};
+
+/// A study-file error, with where it is and what would be allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct StudyError {
+    /// The file name as given.
+    pub file: String,
+    /// 1-based line (0 when unknown).
+    pub line: usize,
+    /// 1-based column (0 when unknown).
+    pub column: usize,
+    /// The key path, e.g. `workload[2].message_size`.
+    pub key: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for StudyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, "key `{}`: ", self.key)?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+/// Order in which units run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// configuration → workload → point → repetition.
+    Sequential,
+    /// workload → point → repetition → configuration: configurations
+    /// alternate at every repetition, which spreads slow drifts of a noisy
+    /// machine evenly over them.
+    Interleaved,
+}
+
+/// How the figure quoted for a point is chosen from its repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Selection {
+    /// The median of the repetitions, with its confidence interval.
+    Median,
+    /// The repetition whose figure is the median (seeds 000, 001).
+    MedianRun,
+    /// The mean of the repetitions.
+    Mean,
+}
+
+/// What a failed point does to the study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Record the failure and go on (the default).
+    Continue,
+    /// Record the failure and stop the run.
+    Stop,
+}
+
+/// The study's `[defaults]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    /// Repetitions of every point.
+    pub repetitions: u32,
+    /// Warm-up before each measured interval, s.
+    pub warmup_s: f64,
+    /// Pause between points, s.
+    pub quiesce_s: f64,
+    /// Measured time of one repetition, s.
+    pub duration_s: f64,
+    /// How the quoted figure is chosen.
+    pub select: Selection,
+    /// What a failed point does.
+    pub on_error: OnError,
+}
+
+/// Defaults used when `[defaults]` does not give a key.
+pub const DEFAULT_REPETITIONS: u32 = 3;
+/// Default warm-up (s).
+pub const DEFAULT_WARMUP_S: f64 = 1.0;
+/// Default quiesce (s).
+pub const DEFAULT_QUIESCE_S: f64 = 1.0;
+/// Default duration (s): netperf's `-l` default.
+pub const DEFAULT_DURATION_S: f64 = 10.0;
+
+/// One `[[configuration]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Configuration {
+    /// Unique name; a table column.
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// Placement of server sides.
+    pub server: Placement,
+    /// Placement of client sides.
+    pub client: Placement,
+}
+
+/// One `[[workload]]`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadEntry {
+    /// Unique name (default: the kind, numbered when repeated).
+    pub name: String,
+    /// The workload kind.
+    pub kind: String,
+    /// Repetitions of each point.
+    pub repetitions: u32,
+    /// Pause after each unit, s.
+    pub quiesce_s: f64,
+    /// The parameter that forms table rows.
+    pub rows: String,
+    /// Swept parameters with their values, in the workload's parameter order.
+    pub axes: Vec<(String, Vec<Value>)>,
+    /// Parameters with a single value (given or default).
+    pub base: Params,
+    /// Per configuration, the parameters its `set` table overrides.
+    pub overrides: Vec<Params>,
+}
+
+/// A validated study.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Study {
+    /// The file name as given.
+    pub file: String,
+    /// The file's text, stored with every run.
+    pub text: String,
+    /// `[study] name`.
+    pub name: String,
+    /// `[study] description`.
+    pub description: String,
+    /// Execution order.
+    pub order: Order,
+    /// `[defaults]`.
+    pub defaults: Defaults,
+    /// Configurations (at least one).
+    pub configurations: Vec<Configuration>,
+    /// Workloads (at least one).
+    pub workloads: Vec<WorkloadEntry>,
+}
+
+type Tab<'i> = DeTable<'i>;
+type Val<'i> = Spanned<DeValue<'i>>;
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> StudyError {
+        let start = span.start.min(self.text.len());
+        let before = &self.text[..start];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+        StudyError {
+            file: self.file.to_string(),
+            line,
+            column,
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn check_keys(&self, table: &Tab, path: &str, allowed: &[&str]) -> Result<(), StudyError> {
+        for (k, _) in table.iter() {
+            if !allowed.contains(&k.get_ref().as_ref()) {
+                return Err(self.err(
+                    k.span(),
+                    &join(path, k.get_ref()),
+                    format!("unknown key (allowed here: {})", allowed.join(", ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn table<'t, 'i>(&self, v: &'t Val<'i>, path: &str) -> Result<&'t Tab<'i>, StudyError> {
+        match v.get_ref() {
+            DeValue::Table(t) => Ok(t),
+            other => Err(self.err(
+                v.span(),
+                path,
+                format!("expected a table, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    fn string(&self, v: &Val, path: &str) -> Result<String, StudyError> {
+        match v.get_ref() {
+            DeValue::String(s) => Ok(s.to_string()),
+            other => Err(self.err(
+                v.span(),
+                path,
+                format!("expected a string, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    fn choice(&self, v: &Val, path: &str, allowed: &[&str]) -> Result<String, StudyError> {
+        let s = self.string(v, path).map_err(|mut e| {
+            e.message = format!("{} (allowed: {})", e.message, quoted_list(allowed));
+            e
+        })?;
+        if allowed.contains(&s.as_str()) {
+            Ok(s)
+        } else {
+            Err(self.err(
+                v.span(),
+                path,
+                format!("`{s}` is not allowed (allowed: {})", quoted_list(allowed)),
+            ))
+        }
+    }
+
+    fn count(&self, v: &Val, path: &str, min: i64) -> Result<i64, StudyError> {
+        let i = self.scalar(v, path, ParamKind::Count)?;
+        match i {
+            Value::Int(i) if i >= min => Ok(i),
+            _ => Err(self.err(v.span(), path, format!("must be an integer ≥ {min}"))),
+        }
+    }
+
+    fn seconds(&self, v: &Val, path: &str) -> Result<f64, StudyError> {
+        match self.scalar(v, path, ParamKind::Seconds)? {
+            Value::Float(f) => Ok(f),
+            _ => unreachable!("seconds are floats"),
+        }
+    }
+
+    /// Converts one scalar to a normalized parameter value.
+    fn scalar(&self, v: &Val, path: &str, kind: ParamKind) -> Result<Value, StudyError> {
+        let found = |what: &DeValue| {
+            self.err(
+                v.span(),
+                path,
+                format!("expected {}, found {}", kind.describe(), type_name(what)),
+            )
+        };
+        let raw = v.get_ref();
+        match (kind, raw) {
+            (ParamKind::Bytes, DeValue::Integer(_)) | (ParamKind::Count, DeValue::Integer(_)) => {
+                let i = self.int(v, path)?;
+                if i < 0 {
+                    return Err(self.err(v.span(), path, format!("{i} is negative: expected {}", kind.describe())));
+                }
+                Ok(Value::Int(i))
+            }
+            (ParamKind::Bytes, DeValue::String(s)) => match parse_size(s) {
+                Ok(b) if b <= i64::MAX as u64 => Ok(Value::Int(b as i64)),
+                Ok(_) => Err(self.err(v.span(), path, format!("`{s}` is too large"))),
+                Err(m) => Err(self.err(v.span(), path, format!("bad size: {m}"))),
+            },
+            (ParamKind::Seconds | ParamKind::Float, DeValue::Integer(_)) => {
+                Ok(Value::Float(self.int(v, path)? as f64))
+            }
+            (ParamKind::Seconds | ParamKind::Float, DeValue::Float(f)) => {
+                let x: f64 = f.as_str().replace('_', "").parse().unwrap_or(f64::NAN);
+                if !x.is_finite() {
+                    return Err(self.err(v.span(), path, format!("{} is not a finite number", f.as_str())));
+                }
+                if kind == ParamKind::Seconds && x < 0.0 {
+                    return Err(self.err(v.span(), path, format!("{x} is negative: expected {}", kind.describe())));
+                }
+                Ok(Value::Float(x))
+            }
+            (ParamKind::Bool, DeValue::Boolean(b)) => Ok(Value::Bool(*b)),
+            (ParamKind::Choice(allowed), DeValue::String(s)) => {
+                if allowed.contains(&s.as_ref()) {
+                    Ok(Value::Str(s.to_string()))
+                } else {
+                    Err(self.err(
+                        v.span(),
+                        path,
+                        format!("`{s}` is not allowed (allowed: {})", quoted_list(allowed)),
+                    ))
+                }
+            }
+            (_, other) => Err(found(other)),
+        }
+    }
+
+    fn int(&self, v: &Val, path: &str) -> Result<i64, StudyError> {
+        match v.get_ref() {
+            DeValue::Integer(i) => {
+                let digits = i.as_str().replace('_', "");
+                let digits = digits
+                    .trim_start_matches("0x")
+                    .trim_start_matches("0o")
+                    .trim_start_matches("0b");
+                i64::from_str_radix(digits, i.radix())
+                    .map_err(|_| self.err(v.span(), path, format!("`{}` is out of range", i.as_str())))
+            }
+            other => Err(self.err(
+                v.span(),
+                path,
+                format!("expected an integer, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    /// A parameter value: a scalar, or a non-empty list of scalars (a sweep).
+    fn param_values(&self, v: &Val, path: &str, kind: ParamKind) -> Result<Vec<Value>, StudyError> {
+        match v.get_ref() {
+            DeValue::Array(items) => {
+                if items.is_empty() {
+                    return Err(self.err(
+                        v.span(),
+                        path,
+                        format!("empty sweep: give one value or a list of at least one value ({})", kind.describe()),
+                    ));
+                }
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let p = format!("{path}[{i}]");
+                    if let DeValue::Array(_) = item.get_ref() {
+                        return Err(self.err(item.span(), &p, "nested lists are not allowed in a sweep"));
+                    }
+                    let value = self.scalar(item, &p, kind)?;
+                    if out.contains(&value) {
+                        return Err(self.err(item.span(), &p, format!("`{}` is listed twice in this sweep", value.label())));
+                    }
+                    out.push(value);
+                }
+                Ok(out)
+            }
+            _ => Ok(vec![self.scalar(v, path, kind)?]),
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn type_name(v: &DeValue) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "a list",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+const TOP_KEYS: &[&str] = &["study", "defaults", "configuration", "workload"];
+const STUDY_KEYS: &[&str] = &["name", "description", "order"];
+const DEFAULT_KEYS: &[&str] = &[
+    "repetitions",
+    "warmup_s",
+    "quiesce_s",
+    "duration_s",
+    "select",
+    "on_error",
+];
+const CONFIG_KEYS: &[&str] = &["name", "description", "server", "client", "set"];
+const PLACEMENT_KEYS: &[&str] = &["cpus", "nice"];
+/// Keys of `[[workload]]` that are not workload parameters.
+const WORKLOAD_RESERVED: &[&str] = &["kind", "name", "repetitions", "quiesce_s", "rows"];
+const ORDERS: &[&str] = &["sequential", "interleaved"];
+const SELECTIONS: &[&str] = &["median", "median-run", "mean"];
+const ON_ERRORS: &[&str] = &["continue", "stop"];
+
+impl Study {
+    /// Reads and validates a study file.
+    pub fn load(path: &std::path::Path, registry: &Registry) -> Result<Study, StudyError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| StudyError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            key: String::new(),
+            message: format!("cannot read the study file: {e}"),
+        })?;
+        Study::parse(&file, &text, registry)
+    }
+
+    /// Validates a study given as text (`file` names it in errors).
+    pub fn parse(file: &str, text: &str, registry: &Registry) -> Result<Study, StudyError> {
+        let cx = Ctx { file, text };
+        let doc = DeTable::parse(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().to_string();
+            cx.err(span, "", format!("not valid TOML: {msg}"))
+        })?;
+        let doc = doc.get_ref();
+        cx.check_keys(doc, "", TOP_KEYS)?;
+
+        // [study]
+        let name;
+        let mut description = String::new();
+        let mut order = Order::Sequential;
+        match doc.get("study") {
+            Some(v) => {
+                let t = cx.table(v, "study")?;
+                cx.check_keys(t, "study", STUDY_KEYS)?;
+                match t.get("name") {
+                    Some(n) => name = cx.string(n, "study.name")?,
+                    None => return Err(cx.err(v.span(), "study.name", "missing: every study needs a name")),
+                }
+                if name.trim().is_empty() {
+                    return Err(cx.err(t.get("name").unwrap().span(), "study.name", "must not be empty"));
+                }
+                if let Some(d) = t.get("description") {
+                    description = cx.string(d, "study.description")?;
+                }
+                if let Some(o) = t.get("order") {
+                    order = match cx.choice(o, "study.order", ORDERS)?.as_str() {
+                        "interleaved" => Order::Interleaved,
+                        _ => Order::Sequential,
+                    };
+                }
+            }
+            None => return Err(cx.err(0..0, "study", "missing: a study file needs a [study] table with a name")),
+        }
+
+        // [defaults]
+        let mut defaults = Defaults {
+            repetitions: DEFAULT_REPETITIONS,
+            warmup_s: DEFAULT_WARMUP_S,
+            quiesce_s: DEFAULT_QUIESCE_S,
+            duration_s: DEFAULT_DURATION_S,
+            select: Selection::Median,
+            on_error: OnError::Continue,
+        };
+        if let Some(v) = doc.get("defaults") {
+            let t = cx.table(v, "defaults")?;
+            cx.check_keys(t, "defaults", DEFAULT_KEYS)?;
+            if let Some(x) = t.get("repetitions") {
+                defaults.repetitions = cx.count(x, "defaults.repetitions", 1)? as u32;
+            }
+            if let Some(x) = t.get("warmup_s") {
+                defaults.warmup_s = cx.seconds(x, "defaults.warmup_s")?;
+            }
+            if let Some(x) = t.get("quiesce_s") {
+                defaults.quiesce_s = cx.seconds(x, "defaults.quiesce_s")?;
+            }
+            if let Some(x) = t.get("duration_s") {
+                defaults.duration_s = cx.seconds(x, "defaults.duration_s")?;
+                if defaults.duration_s <= 0.0 {
+                    return Err(cx.err(x.span(), "defaults.duration_s", "must be more than 0 seconds"));
+                }
+            }
+            if let Some(x) = t.get("select") {
+                defaults.select = match cx.choice(x, "defaults.select", SELECTIONS)?.as_str() {
+                    "median-run" => Selection::MedianRun,
+                    "mean" => Selection::Mean,
+                    _ => Selection::Median,
+                };
+            }
+            if let Some(x) = t.get("on_error") {
+                defaults.on_error = match cx.choice(x, "defaults.on_error", ON_ERRORS)?.as_str() {
+                    "stop" => OnError::Stop,
+                    _ => OnError::Continue,
+                };
+            }
+        }
+
+        // [[configuration]]
+        let mut configurations = Vec::new();
+        let mut config_sets: Vec<Vec<(String, Val)>> = Vec::new();
+        if let Some(v) = doc.get("configuration") {
+            let items = match v.get_ref() {
+                DeValue::Array(a) => a,
+                _ => return Err(cx.err(v.span(), "configuration", "expected [[configuration]] entries (a list of tables)")),
+            };
+            for (i, item) in items.iter().enumerate() {
+                let path = format!("configuration[{i}]");
+                let t = cx.table(item, &path)?;
+                cx.check_keys(t, &path, CONFIG_KEYS)?;
+                let name = match t.get("name") {
+                    Some(n) => cx.string(n, &format!("{path}.name"))?,
+                    None => return Err(cx.err(item.span(), &format!("{path}.name"), "missing: every configuration needs a name")),
+                };
+                if name.trim().is_empty() {
+                    return Err(cx.err(t.get("name").unwrap().span(), &format!("{path}.name"), "must not be empty"));
+                }
+                if configurations.iter().any(|c: &Configuration| c.name == name) {
+                    return Err(cx.err(t.get("name").unwrap().span(), &format!("{path}.name"), format!("configuration `{name}` is defined twice: names must be unique")));
+                }
+                let description = match t.get("description") {
+                    Some(d) => cx.string(d, &format!("{path}.description"))?,
+                    None => String::new(),
+                };
+                let mut sides = [Placement::default(), Placement::default()];
+                for (side, slot) in ["server", "client"].iter().zip(sides.iter_mut()) {
+                    if let Some(p) = t.get(*side) {
+                        *slot = cx.placement(p, &format!("{path}.{side}"))?;
+                    }
+                }
+                let mut set = Vec::new();
+                if let Some(s) = t.get("set") {
+                    let st = cx.table(s, &format!("{path}.set"))?;
+                    for (k, v) in st.iter() {
+                        set.push((k.get_ref().to_string(), v.clone()));
+                    }
+                }
+                config_sets.push(set);
+                let [server, client] = sides;
+                configurations.push(Configuration {
+                    name,
+                    description,
+                    server,
+                    client,
+                });
+            }
+        }
+        if configurations.is_empty() {
+            configurations.push(Configuration {
+                name: "default".into(),
+                description: "the system as it is".into(),
+                server: Placement::default(),
+                client: Placement::default(),
+            });
+            config_sets.push(Vec::new());
+        }
+
+        // [[workload]]
+        let items = match doc.get("workload") {
+            Some(v) => match v.get_ref() {
+                DeValue::Array(a) if !a.is_empty() => a,
+                _ => return Err(cx.err(v.span(), "workload", "expected [[workload]] entries (a list of tables)")),
+            },
+            None => return Err(cx.err(0..0, "workload", format!("missing: a study needs at least one [[workload]] (kinds: {})", registry.kinds().join(", ")))),
+        };
+        let mut workloads: Vec<WorkloadEntry> = Vec::new();
+        let mut used_set_keys = vec![vec![false; 0]; configurations.len()];
+        for (c, set) in config_sets.iter().enumerate() {
+            used_set_keys[c] = vec![false; set.len()];
+        }
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("workload[{i}]");
+            let t = cx.table(item, &path)?;
+            let kind = match t.get("kind") {
+                Some(k) => cx.string(k, &format!("{path}.kind"))?,
+                None => return Err(cx.err(item.span(), &format!("{path}.kind"), format!("missing: every workload needs a kind (one of {})", registry.kinds().join(", ")))),
+            };
+            let wl: &dyn Workload = match registry.get(&kind) {
+                Some(w) => w,
+                None => {
+                    return Err(cx.err(
+                        t.get("kind").unwrap().span(),
+                        &format!("{path}.kind"),
+                        format!("unknown workload `{kind}` (known: {})", registry.kinds().join(", ")),
+                    ))
+                }
+            };
+            let mut allowed: Vec<&str> = WORKLOAD_RESERVED.to_vec();
+            allowed.extend(wl.params().iter().map(|p| p.name));
+            cx.check_keys(t, &path, &allowed)?;
+
+            let name = match t.get("name") {
+                Some(n) => cx.string(n, &format!("{path}.name"))?,
+                None => {
+                    let same = workloads.iter().filter(|w| w.kind == kind).count();
+                    if same == 0 { kind.clone() } else { format!("{kind}#{}", same + 1) }
+                }
+            };
+            if workloads.iter().any(|w| w.name == name) {
+                return Err(cx.err(t.get("name").map(|n| n.span()).unwrap_or(item.span()), &format!("{path}.name"), format!("workload name `{name}` is used twice: give each workload a unique name")));
+            }
+            let repetitions = match t.get("repetitions") {
+                Some(r) => cx.count(r, &format!("{path}.repetitions"), 1)? as u32,
+                None => defaults.repetitions,
+            };
+            let quiesce_s = match t.get("quiesce_s") {
+                Some(q) => cx.seconds(q, &format!("{path}.quiesce_s"))?,
+                None => defaults.quiesce_s,
+            };
+
+            let mut axes = Vec::new();
+            let mut base = Params::default();
+            for spec in wl.params() {
+                let key = format!("{path}.{}", spec.name);
+                match t.get(spec.name) {
+                    Some(v) => {
+                        let values = cx.param_values(v, &key, spec.kind)?;
+                        if values.len() == 1 {
+                            base.set(spec.name, values.into_iter().next().unwrap());
+                        } else {
+                            axes.push((spec.name.to_string(), values));
+                        }
+                    }
+                    None => {
+                        let value = match spec.default {
+                            ParamDefault::Study => match spec.name {
+                                "duration_s" => Some(Value::Float(defaults.duration_s)),
+                                "warmup_s" => Some(Value::Float(defaults.warmup_s)),
+                                other => unreachable!("no study default for `{other}`"),
+                            },
+                            d => Value::from_default(d),
+                        };
+                        if let Some(value) = value {
+                            base.set(spec.name, value);
+                        }
+                    }
+                }
+            }
+            if let Some(Value::Float(d)) = base.get("duration_s") {
+                if *d <= 0.0 {
+                    return Err(cx.err(t.get("duration_s").map(|v| v.span()).unwrap_or(item.span()), &format!("{path}.duration_s"), "must be more than 0 seconds"));
+                }
+            }
+            let rows = match t.get("rows") {
+                Some(r) => {
+                    let names: Vec<&str> = wl.params().iter().map(|p| p.name).collect();
+                    cx.choice(r, &format!("{path}.rows"), &names)?
+                }
+                None => {
+                    let default = wl.row_param();
+                    if axes.iter().any(|(n, _)| n == default) || axes.is_empty() {
+                        default.to_string()
+                    } else {
+                        axes.last().unwrap().0.clone()
+                    }
+                }
+            };
+
+            // Configuration overrides for this workload.
+            let mut overrides = Vec::with_capacity(configurations.len());
+            for (c, set) in config_sets.iter().enumerate() {
+                let mut o = Params::default();
+                for (j, (k, v)) in set.iter().enumerate() {
+                    if let Some(spec) = wl.params().iter().find(|p| p.name == k) {
+                        let key = format!("configuration[{c}].set.{k}");
+                        o.set(k, cx.scalar(v, &key, spec.kind)?);
+                        used_set_keys[c][j] = true;
+                    }
+                }
+                overrides.push(o);
+            }
+
+            let entry = WorkloadEntry { name, kind, repetitions, quiesce_s, rows, axes, base, overrides };
+            // Stage two: every expanded point must satisfy the workload's own rules.
+            for point in entry.points() {
+                for o in &entry.overrides {
+                    let mut p = point.clone();
+                    p.0.extend(o.0.clone());
+                    if let Err((key, msg)) = wl.validate(&p) {
+                        let span = t.get(key.as_str()).map(|v| v.span()).unwrap_or(item.span());
+                        return Err(cx.err(span, &format!("{path}.{key}"), msg));
+                    }
+                }
+            }
+            workloads.push(entry);
+        }
+        for (c, set) in config_sets.iter().enumerate() {
+            for (j, (k, v)) in set.iter().enumerate() {
+                if !used_set_keys[c][j] {
+                    return Err(cx.err(v.span(), &format!("configuration[{c}].set.{k}"), "no workload of this study has this parameter, so setting it would change nothing"));
+                }
+            }
+        }
+
+        Ok(Study {
+            file: file.to_string(),
+            text: text.to_string(),
+            name,
+            description,
+            order,
+            defaults,
+            configurations,
+            workloads,
+        })
+    }
+}
+
+impl Ctx<'_> {
+    fn placement(&self, v: &Val, path: &str) -> Result<Placement, StudyError> {
+        let t = self.table(v, path)?;
+        self.check_keys(t, path, PLACEMENT_KEYS)?;
+        let mut p = Placement::default();
+        if let Some(c) = t.get("cpus") {
+            let key = format!("{path}.cpus");
+            let text = match c.get_ref() {
+                DeValue::Integer(_) => self.int(c, &key)?.to_string(),
+                _ => self.string(c, &key)?,
+            };
+            p.cpus = Some(parse_cpu_list(&text).map_err(|m| self.err(c.span(), &key, m))?);
+        }
+        if let Some(n) = t.get("nice") {
+            let key = format!("{path}.nice");
+            let nice = self.int(n, &key)?;
+            if !(-20..=19).contains(&nice) {
+                return Err(self.err(n.span(), &key, format!("{nice} is out of range (allowed: -20 … 19)")));
+            }
+            p.nice = Some(nice as i32);
+        }
+        Ok(p)
+    }
+}
+
+impl WorkloadEntry {
+    /// The points of this workload: the cartesian product of its axes, the
+    /// first axis outermost, each merged over the fixed parameters.
+    pub fn points(&self) -> Vec<Params> {
+        let mut points = vec![self.base.clone()];
+        for (name, values) in &self.axes {
+            let mut next = Vec::with_capacity(points.len() * values.len());
+            for p in &points {
+                for v in values {
+                    let mut q = p.clone();
+                    q.set(name, v.clone());
+                    next.push(q);
+                }
+            }
+            points = next;
+        }
+        points
+    }
+
+    /// A short label of a point: its swept values (`protocol=tcp message_size=1024`).
+    pub fn label(&self, params: &Params) -> String {
+        let parts: Vec<String> = self
+            .axes
+            .iter()
+            .map(|(n, _)| format!("{n}={}", params.get(n).map(|v| v.label()).unwrap_or_default()))
+            .collect();
+        if parts.is_empty() {
+            "-".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}

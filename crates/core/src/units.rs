@@ -1,0 +1,90 @@
+//! Sizes and durations as people write them in study files.
+//!
+//! Sizes follow the convention of netperf and IOzone, where `K` means 1024:
+//! `k`, `K`, `KB` and `KiB` are all 1024 bytes (likewise `M`, `G`). A plain
+//! integer is a byte count.
+
+/// Parses a byte size such as `4096`, `"64KiB"`, `"4k"` or `"1 MiB"`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    let num = num.replace('_', "");
+    if num.is_empty() {
+        return Err(format!("`{text}` is not a size: expected a number with an optional unit (B, KiB, MiB, GiB; k/K/KB also mean 1024)"));
+    }
+    let factor: u64 = match suffix.trim() {
+        "" | "B" | "b" => 1,
+        "k" | "K" | "KB" | "KiB" | "kB" | "kiB" => 1 << 10,
+        "m" | "M" | "MB" | "MiB" => 1 << 20,
+        "g" | "G" | "GB" | "GiB" => 1 << 30,
+        "t" | "T" | "TB" | "TiB" => 1 << 40,
+        other => {
+            return Err(format!(
+                "`{text}`: unknown size unit `{other}` (allowed: B, KiB, MiB, GiB, TiB; k/K/KB, M/MB, G/GB also mean powers of 1024)"
+            ))
+        }
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size: `{num}` is not a number"))?;
+    let bytes = value * factor as f64;
+    if bytes.fract() != 0.0 {
+        return Err(format!("`{text}` is not a whole number of bytes"));
+    }
+    if bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("`{text}` is too large"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Formats a byte count compactly, exactly when possible (`65536` → `64KiB`).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (factor, name) in UNITS {
+        if bytes >= factor && bytes % factor == 0 {
+            return format!("{}{}", bytes / factor, name);
+        }
+    }
+    bytes.to_string()
+}
+
+/// Formats seconds for progress lines and ETAs: `1h02m`, `3m05s`, `12s`.
+pub fn format_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("4 KiB"), Ok(4096));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("1.5K"), Ok(1536));
+        assert_eq!(parse_size("65_507"), Ok(65507));
+        assert!(parse_size("4 parsecs").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("KiB").is_err());
+        assert!(parse_size("0.3B").is_err());
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_size(65536), "64KiB");
+        assert_eq!(format_size(65507), "65507");
+        assert_eq!(format_duration(3725.0), "1h02m");
+        assert_eq!(format_duration(185.0), "3m05s");
+    }
+}

@@ -1,0 +1,176 @@
+//! The workload interface: a plug-in declares its parameters, metrics and
+//! table layout, and implements its two sides. The registry is filled by
+//! the binary (one line per workload), so workload crates know nothing of
+//! the store, the report or the CLI.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::param::{ParamError, ParamSpec, Params};
+use crate::result::{Sample, SideResult};
+
+/// Which direction is better for a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// Throughput-like: % advantage = (A − B) / B.
+    Higher,
+    /// Latency-like: % advantage = (B − A) / B.
+    Lower,
+}
+
+/// A metric a workload reports and how tables show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricSpec {
+    /// Key in [`Sample::metrics`], unit in the name.
+    pub name: &'static str,
+    /// Table caption, with the unit (`TCP streaming throughput (10^6 b/s)`).
+    pub label: &'static str,
+    /// Better direction.
+    pub better: Better,
+    /// Decimals shown in tables.
+    pub decimals: usize,
+}
+
+/// Errors of a workload side. The message is recorded as the reason of a
+/// failed point.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// A parameter is missing or malformed.
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A socket or file operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The host lacks something the workload needs: the point is skipped.
+    #[error("skipped: {0}")]
+    Unsupported(String),
+    /// The run was stopped from outside.
+    #[error("aborted")]
+    Aborted,
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl WorkloadError {
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        WorkloadError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// What the server side is given.
+#[derive(Debug, Clone)]
+pub struct ServerCtx {
+    /// Address to listen on (port 0: the server picks one and reports it).
+    pub bind: IpAddr,
+    /// Set when the controller abandons the point.
+    pub abort: Arc<AtomicBool>,
+}
+
+/// What the client side is given.
+#[derive(Debug, Clone)]
+pub struct ClientCtx {
+    /// The server side's data address, when the workload has a server.
+    pub server: Option<SocketAddr>,
+    /// Repetition number (0-based), for fake workloads and labels.
+    pub repetition: u32,
+    /// Set when the controller abandons the point.
+    pub abort: Arc<AtomicBool>,
+}
+
+/// A running server side of one point.
+pub trait ServerSide: Send {
+    /// The data port it listens on.
+    fn port(&self) -> u16;
+    /// Waits for the point to finish and returns the server's result.
+    fn finish(self: Box<Self>, timeout: Duration) -> Result<SideResult, WorkloadError>;
+}
+
+/// A workload: both sides, its parameters and how its results read.
+pub trait Workload: Send + Sync + 'static {
+    /// The `kind` in study files, e.g. `net.stream`.
+    fn kind(&self) -> &'static str;
+    /// One line for `benchlab workloads`.
+    fn summary(&self) -> &'static str;
+    /// Its parameters (the option table).
+    fn params(&self) -> &'static [ParamSpec];
+    /// The parameter whose values form table rows when swept.
+    fn row_param(&self) -> &'static str;
+    /// Cross-parameter checks (stage two of validation). Returns the
+    /// offending key and the message.
+    fn validate(&self, _params: &Params) -> Result<(), (String, String)> {
+        Ok(())
+    }
+    /// The metrics shown in tables for a point with these parameters.
+    fn table_metrics(&self, params: &Params) -> Vec<MetricSpec>;
+    /// Whether tables of this workload get an "Average" row (seed 000's
+    /// latency tables do).
+    fn average_row(&self) -> bool {
+        false
+    }
+    /// Expected wall-clock time of one repetition (for the ETA).
+    fn expected_duration(&self, params: &Params) -> Duration;
+    /// Whether the workload has a server side.
+    fn has_server(&self) -> bool {
+        true
+    }
+    /// Starts the server side: binds, then serves one point in the
+    /// background.
+    fn serve(&self, params: &Params, ctx: &ServerCtx)
+        -> Result<Box<dyn ServerSide>, WorkloadError>;
+    /// Runs the client side to completion.
+    fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>;
+    /// Derives the metrics from both sides' results.
+    fn combine(
+        &self,
+        params: &Params,
+        client: SideResult,
+        server: Option<SideResult>,
+    ) -> Result<Sample, WorkloadError>;
+}
+
+/// The workloads this binary knows.
+#[derive(Default)]
+pub struct Registry {
+    workloads: Vec<&'static dyn Workload>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a workload.
+    pub fn add(&mut self, w: &'static dyn Workload) -> &mut Self {
+        self.workloads.push(w);
+        self
+    }
+
+    /// Looks a workload up by kind.
+    pub fn get(&self, kind: &str) -> Option<&'static dyn Workload> {
+        self.workloads.iter().copied().find(|w| w.kind() == kind)
+    }
+
+    /// All kinds, in registration order.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.workloads.iter().map(|w| w.kind()).collect()
+    }
+
+    /// All workloads.
+    pub fn all(&self) -> &[&'static dyn Workload] {
+        &self.workloads
+    }
+}
