@@ -10,14 +10,11 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::param::{ParamDefault, ParamKind, ParamSpec, Params};
 use crate::result::{Sample, SideResult};
-use crate::workload::{
-    Better, ClientCtx, MetricSpec, ServerCtx, ServerSide, Workload, WorkloadError,
-};
+use crate::workload::{Better, ClientCtx, MetricSpec, ServerCtx, Workload, WorkloadError};
 
 /// The fake workload.
 pub struct Fake;
@@ -79,23 +76,6 @@ const METRICS: &[MetricSpec] = &[
     },
 ];
 
-struct FakeServer {
-    port: u16,
-    thread: JoinHandle<Result<SideResult, WorkloadError>>,
-}
-
-impl ServerSide for FakeServer {
-    fn port(&self) -> u16 {
-        self.port
-    }
-
-    fn finish(self: Box<Self>, _timeout: Duration) -> Result<SideResult, WorkloadError> {
-        self.thread
-            .join()
-            .map_err(|_| WorkloadError::Other("fake server panicked".into()))?
-    }
-}
-
 impl Workload for Fake {
     fn kind(&self) -> &'static str {
         "fake"
@@ -125,24 +105,26 @@ impl Workload for Fake {
         &self,
         _params: &Params,
         ctx: &ServerCtx,
-    ) -> Result<Box<dyn ServerSide>, WorkloadError> {
+        ready: &mut dyn FnMut(u16),
+    ) -> Result<SideResult, WorkloadError> {
         let listener = TcpListener::bind((ctx.bind, 0))
             .map_err(|e| WorkloadError::io("fake server: bind", e))?;
-        let port = listener.local_addr().map_err(|e| WorkloadError::io("fake server", e))?.port();
-        let thread = std::thread::spawn(move || {
-            let (mut s, _) = listener
-                .accept()
-                .map_err(|e| WorkloadError::io("fake server: accept", e))?;
-            let mut buf = [0u8; 4];
-            s.read_exact(&mut buf)
-                .map_err(|e| WorkloadError::io("fake server: read", e))?;
-            let mut r = SideResult::default();
-            r.counters
-                .insert("repetition_seen".into(), u32::from_le_bytes(buf) as u64);
-            r.peak_rss_kib = crate::cpu::peak_rss_kib();
-            Ok(r)
-        });
-        Ok(Box::new(FakeServer { port, thread }))
+        let port = listener
+            .local_addr()
+            .map_err(|e| WorkloadError::io("fake server", e))?
+            .port();
+        ready(port);
+        let (mut s, _) = listener
+            .accept()
+            .map_err(|e| WorkloadError::io("fake server: accept", e))?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf)
+            .map_err(|e| WorkloadError::io("fake server: read", e))?;
+        let mut r = SideResult::default();
+        r.counters
+            .insert("repetition_seen".into(), u32::from_le_bytes(buf) as u64);
+        r.peak_rss_kib = crate::cpu::peak_rss_kib();
+        Ok(r)
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
@@ -164,7 +146,8 @@ impl Workload for Fake {
             return Err(WorkloadError::Other("fake failure requested".into()));
         }
         let mut r = SideResult::default();
-        r.counters.insert("repetition".into(), ctx.repetition as u64);
+        r.counters
+            .insert("repetition".into(), ctx.repetition as u64);
         r.peak_rss_kib = crate::cpu::peak_rss_kib();
         Ok(r)
     }

@@ -21,7 +21,7 @@ pub mod workload;
 pub use param::{ParamKind, ParamSpec, Params, Value};
 pub use result::{CpuUsage, Sample, SideResult};
 pub use workload::{
-    Better, ClientCtx, MetricSpec, Registry, ServerCtx, ServerSide, Workload, WorkloadError,
+    Better, ClientCtx, MetricSpec, Registry, ServerCtx, Workload, WorkloadError, ABORT_POLL,
 };
 
 /// The version of benchlab, recorded with every run.

@@ -46,7 +46,10 @@ impl Placement {
         if let Some(c) = &self.cpus {
             parts.push(format!(
                 "cpus {}",
-                c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+                c.iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
             ));
         }
         if let Some(n) = self.nice {

@@ -135,7 +135,10 @@ impl Plan {
                         for p in 0..entry.points().len() {
                             let i = find(c, w, p);
                             for r in 0..points[i].repetitions {
-                                units.push(Unit { point: i, repetition: r });
+                                units.push(Unit {
+                                    point: i,
+                                    repetition: r,
+                                });
                             }
                         }
                     }
@@ -147,7 +150,10 @@ impl Plan {
                         let reps = points[find(0, w, p)].repetitions;
                         for r in 0..reps {
                             for c in 0..n_cfg {
-                                units.push(Unit { point: find(c, w, p), repetition: r });
+                                units.push(Unit {
+                                    point: find(c, w, p),
+                                    repetition: r,
+                                });
                             }
                         }
                     }
@@ -159,7 +165,10 @@ impl Plan {
 
     /// Expected seconds of the given units.
     pub fn expected_s<'a>(&self, units: impl IntoIterator<Item = &'a Unit>) -> f64 {
-        units.into_iter().map(|u| self.points[u.point].expected_s).sum()
+        units
+            .into_iter()
+            .map(|u| self.points[u.point].expected_s)
+            .sum()
     }
 }
 
@@ -205,7 +214,11 @@ sleep_s = 2
         let plan = Plan::new(&s, &reg, RunOptions::default());
         assert_eq!(plan.points.len(), 6);
         assert_eq!(plan.units.len(), 12);
-        let cfgs: Vec<usize> = plan.units.iter().map(|u| plan.points[u.point].config).collect();
+        let cfgs: Vec<usize> = plan
+            .units
+            .iter()
+            .map(|u| plan.points[u.point].config)
+            .collect();
         assert_eq!(cfgs, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]);
         // Configuration b overrides the value.
         let b = plan.points.iter().find(|p| p.config == 1).unwrap();
@@ -217,7 +230,13 @@ sleep_s = 2
         let seq: Vec<(usize, usize, u32)> = plan
             .units
             .iter()
-            .map(|u| (plan.points[u.point].point, plan.points[u.point].config, u.repetition))
+            .map(|u| {
+                (
+                    plan.points[u.point].point,
+                    plan.points[u.point].config,
+                    u.repetition,
+                )
+            })
             .collect();
         assert_eq!(&seq[..4], &[(0, 0, 0), (0, 1, 0), (0, 0, 1), (0, 1, 1)]);
         assert_eq!(seq.len(), 12);
@@ -227,7 +246,14 @@ sleep_s = 2
     fn quick_and_scale() {
         let reg = registry();
         let s = Study::parse("t.toml", STUDY, &reg).unwrap();
-        let plan = Plan::new(&s, &reg, RunOptions { scale: 0.5, quick: true });
+        let plan = Plan::new(
+            &s,
+            &reg,
+            RunOptions {
+                scale: 0.5,
+                quick: true,
+            },
+        );
         assert_eq!(plan.units.len(), 6);
         assert_eq!(plan.points[0].params.f64("sleep_s").unwrap(), 1.0);
     }

@@ -259,7 +259,11 @@ impl Ctx<'_> {
             (ParamKind::Bytes, DeValue::Integer(_)) | (ParamKind::Count, DeValue::Integer(_)) => {
                 let i = self.int(v, path)?;
                 if i < 0 {
-                    return Err(self.err(v.span(), path, format!("{i} is negative: expected {}", kind.describe())));
+                    return Err(self.err(
+                        v.span(),
+                        path,
+                        format!("{i} is negative: expected {}", kind.describe()),
+                    ));
                 }
                 Ok(Value::Int(i))
             }
@@ -274,10 +278,18 @@ impl Ctx<'_> {
             (ParamKind::Seconds | ParamKind::Float, DeValue::Float(f)) => {
                 let x: f64 = f.as_str().replace('_', "").parse().unwrap_or(f64::NAN);
                 if !x.is_finite() {
-                    return Err(self.err(v.span(), path, format!("{} is not a finite number", f.as_str())));
+                    return Err(self.err(
+                        v.span(),
+                        path,
+                        format!("{} is not a finite number", f.as_str()),
+                    ));
                 }
                 if kind == ParamKind::Seconds && x < 0.0 {
-                    return Err(self.err(v.span(), path, format!("{x} is negative: expected {}", kind.describe())));
+                    return Err(self.err(
+                        v.span(),
+                        path,
+                        format!("{x} is negative: expected {}", kind.describe()),
+                    ));
                 }
                 Ok(Value::Float(x))
             }
@@ -305,8 +317,9 @@ impl Ctx<'_> {
                     .trim_start_matches("0x")
                     .trim_start_matches("0o")
                     .trim_start_matches("0b");
-                i64::from_str_radix(digits, i.radix())
-                    .map_err(|_| self.err(v.span(), path, format!("`{}` is out of range", i.as_str())))
+                i64::from_str_radix(digits, i.radix()).map_err(|_| {
+                    self.err(v.span(), path, format!("`{}` is out of range", i.as_str()))
+                })
             }
             other => Err(self.err(
                 v.span(),
@@ -324,18 +337,29 @@ impl Ctx<'_> {
                     return Err(self.err(
                         v.span(),
                         path,
-                        format!("empty sweep: give one value or a list of at least one value ({})", kind.describe()),
+                        format!(
+                            "empty sweep: give one value or a list of at least one value ({})",
+                            kind.describe()
+                        ),
                     ));
                 }
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     let p = format!("{path}[{i}]");
                     if let DeValue::Array(_) = item.get_ref() {
-                        return Err(self.err(item.span(), &p, "nested lists are not allowed in a sweep"));
+                        return Err(self.err(
+                            item.span(),
+                            &p,
+                            "nested lists are not allowed in a sweep",
+                        ));
                     }
                     let value = self.scalar(item, &p, kind)?;
                     if out.contains(&value) {
-                        return Err(self.err(item.span(), &p, format!("`{}` is listed twice in this sweep", value.label())));
+                        return Err(self.err(
+                            item.span(),
+                            &p,
+                            format!("`{}` is listed twice in this sweep", value.label()),
+                        ));
                     }
                     out.push(value);
                 }
@@ -419,10 +443,20 @@ impl Study {
                 cx.check_keys(t, "study", STUDY_KEYS)?;
                 match t.get("name") {
                     Some(n) => name = cx.string(n, "study.name")?,
-                    None => return Err(cx.err(v.span(), "study.name", "missing: every study needs a name")),
+                    None => {
+                        return Err(cx.err(
+                            v.span(),
+                            "study.name",
+                            "missing: every study needs a name",
+                        ))
+                    }
                 }
                 if name.trim().is_empty() {
-                    return Err(cx.err(t.get("name").unwrap().span(), "study.name", "must not be empty"));
+                    return Err(cx.err(
+                        t.get("name").unwrap().span(),
+                        "study.name",
+                        "must not be empty",
+                    ));
                 }
                 if let Some(d) = t.get("description") {
                     description = cx.string(d, "study.description")?;
@@ -434,7 +468,13 @@ impl Study {
                     };
                 }
             }
-            None => return Err(cx.err(0..0, "study", "missing: a study file needs a [study] table with a name")),
+            None => {
+                return Err(cx.err(
+                    0..0,
+                    "study",
+                    "missing: a study file needs a [study] table with a name",
+                ))
+            }
         }
 
         // [defaults]
@@ -461,7 +501,11 @@ impl Study {
             if let Some(x) = t.get("duration_s") {
                 defaults.duration_s = cx.seconds(x, "defaults.duration_s")?;
                 if defaults.duration_s <= 0.0 {
-                    return Err(cx.err(x.span(), "defaults.duration_s", "must be more than 0 seconds"));
+                    return Err(cx.err(
+                        x.span(),
+                        "defaults.duration_s",
+                        "must be more than 0 seconds",
+                    ));
                 }
             }
             if let Some(x) = t.get("select") {
@@ -485,7 +529,13 @@ impl Study {
         if let Some(v) = doc.get("configuration") {
             let items = match v.get_ref() {
                 DeValue::Array(a) => a,
-                _ => return Err(cx.err(v.span(), "configuration", "expected [[configuration]] entries (a list of tables)")),
+                _ => {
+                    return Err(cx.err(
+                        v.span(),
+                        "configuration",
+                        "expected [[configuration]] entries (a list of tables)",
+                    ))
+                }
             };
             for (i, item) in items.iter().enumerate() {
                 let path = format!("configuration[{i}]");
@@ -493,13 +543,30 @@ impl Study {
                 cx.check_keys(t, &path, CONFIG_KEYS)?;
                 let name = match t.get("name") {
                     Some(n) => cx.string(n, &format!("{path}.name"))?,
-                    None => return Err(cx.err(item.span(), &format!("{path}.name"), "missing: every configuration needs a name")),
+                    None => {
+                        return Err(cx.err(
+                            item.span(),
+                            &format!("{path}.name"),
+                            "missing: every configuration needs a name",
+                        ))
+                    }
                 };
                 if name.trim().is_empty() {
-                    return Err(cx.err(t.get("name").unwrap().span(), &format!("{path}.name"), "must not be empty"));
+                    return Err(cx.err(
+                        t.get("name").unwrap().span(),
+                        &format!("{path}.name"),
+                        "must not be empty",
+                    ));
                 }
-                if configurations.iter().any(|c: &Configuration| c.name == name) {
-                    return Err(cx.err(t.get("name").unwrap().span(), &format!("{path}.name"), format!("configuration `{name}` is defined twice: names must be unique")));
+                if configurations
+                    .iter()
+                    .any(|c: &Configuration| c.name == name)
+                {
+                    return Err(cx.err(
+                        t.get("name").unwrap().span(),
+                        &format!("{path}.name"),
+                        format!("configuration `{name}` is defined twice: names must be unique"),
+                    ));
                 }
                 let description = match t.get("description") {
                     Some(d) => cx.string(d, &format!("{path}.description"))?,
@@ -542,9 +609,24 @@ impl Study {
         let items = match doc.get("workload") {
             Some(v) => match v.get_ref() {
                 DeValue::Array(a) if !a.is_empty() => a,
-                _ => return Err(cx.err(v.span(), "workload", "expected [[workload]] entries (a list of tables)")),
+                _ => {
+                    return Err(cx.err(
+                        v.span(),
+                        "workload",
+                        "expected [[workload]] entries (a list of tables)",
+                    ))
+                }
             },
-            None => return Err(cx.err(0..0, "workload", format!("missing: a study needs at least one [[workload]] (kinds: {})", registry.kinds().join(", ")))),
+            None => {
+                return Err(cx.err(
+                    0..0,
+                    "workload",
+                    format!(
+                        "missing: a study needs at least one [[workload]] (kinds: {})",
+                        registry.kinds().join(", ")
+                    ),
+                ))
+            }
         };
         let mut workloads: Vec<WorkloadEntry> = Vec::new();
         let mut used_set_keys = vec![vec![false; 0]; configurations.len()];
@@ -556,7 +638,16 @@ impl Study {
             let t = cx.table(item, &path)?;
             let kind = match t.get("kind") {
                 Some(k) => cx.string(k, &format!("{path}.kind"))?,
-                None => return Err(cx.err(item.span(), &format!("{path}.kind"), format!("missing: every workload needs a kind (one of {})", registry.kinds().join(", ")))),
+                None => {
+                    return Err(cx.err(
+                        item.span(),
+                        &format!("{path}.kind"),
+                        format!(
+                            "missing: every workload needs a kind (one of {})",
+                            registry.kinds().join(", ")
+                        ),
+                    ))
+                }
             };
             let wl: &dyn Workload = match registry.get(&kind) {
                 Some(w) => w,
@@ -564,7 +655,10 @@ impl Study {
                     return Err(cx.err(
                         t.get("kind").unwrap().span(),
                         &format!("{path}.kind"),
-                        format!("unknown workload `{kind}` (known: {})", registry.kinds().join(", ")),
+                        format!(
+                            "unknown workload `{kind}` (known: {})",
+                            registry.kinds().join(", ")
+                        ),
                     ))
                 }
             };
@@ -576,11 +670,21 @@ impl Study {
                 Some(n) => cx.string(n, &format!("{path}.name"))?,
                 None => {
                     let same = workloads.iter().filter(|w| w.kind == kind).count();
-                    if same == 0 { kind.clone() } else { format!("{kind}#{}", same + 1) }
+                    if same == 0 {
+                        kind.clone()
+                    } else {
+                        format!("{kind}#{}", same + 1)
+                    }
                 }
             };
             if workloads.iter().any(|w| w.name == name) {
-                return Err(cx.err(t.get("name").map(|n| n.span()).unwrap_or(item.span()), &format!("{path}.name"), format!("workload name `{name}` is used twice: give each workload a unique name")));
+                return Err(cx.err(
+                    t.get("name").map(|n| n.span()).unwrap_or(item.span()),
+                    &format!("{path}.name"),
+                    format!(
+                        "workload name `{name}` is used twice: give each workload a unique name"
+                    ),
+                ));
             }
             let repetitions = match t.get("repetitions") {
                 Some(r) => cx.count(r, &format!("{path}.repetitions"), 1)? as u32,
@@ -621,7 +725,11 @@ impl Study {
             }
             if let Some(Value::Float(d)) = base.get("duration_s") {
                 if *d <= 0.0 {
-                    return Err(cx.err(t.get("duration_s").map(|v| v.span()).unwrap_or(item.span()), &format!("{path}.duration_s"), "must be more than 0 seconds"));
+                    return Err(cx.err(
+                        t.get("duration_s").map(|v| v.span()).unwrap_or(item.span()),
+                        &format!("{path}.duration_s"),
+                        "must be more than 0 seconds",
+                    ));
                 }
             }
             let rows = match t.get("rows") {
@@ -653,7 +761,16 @@ impl Study {
                 overrides.push(o);
             }
 
-            let entry = WorkloadEntry { name, kind, repetitions, quiesce_s, rows, axes, base, overrides };
+            let entry = WorkloadEntry {
+                name,
+                kind,
+                repetitions,
+                quiesce_s,
+                rows,
+                axes,
+                base,
+                overrides,
+            };
             // Stage two: every expanded point must satisfy the workload's own rules.
             for point in entry.points() {
                 for o in &entry.overrides {
@@ -705,7 +822,11 @@ impl Ctx<'_> {
             let key = format!("{path}.nice");
             let nice = self.int(n, &key)?;
             if !(-20..=19).contains(&nice) {
-                return Err(self.err(n.span(), &key, format!("{nice} is out of range (allowed: -20 … 19)")));
+                return Err(self.err(
+                    n.span(),
+                    &key,
+                    format!("{nice} is out of range (allowed: -20 … 19)"),
+                ));
             }
             p.nice = Some(nice as i32);
         }
@@ -737,7 +858,12 @@ impl WorkloadEntry {
         let parts: Vec<String> = self
             .axes
             .iter()
-            .map(|(n, _)| format!("{n}={}", params.get(n).map(|v| v.label()).unwrap_or_default()))
+            .map(|(n, _)| {
+                format!(
+                    "{n}={}",
+                    params.get(n).map(|v| v.label()).unwrap_or_default()
+                )
+            })
             .collect();
         if parts.is_empty() {
             "-".into()

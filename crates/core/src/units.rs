@@ -75,7 +75,9 @@ mod tests {
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));
         assert_eq!(parse_size("1.5K"), Ok(1536));
         assert_eq!(parse_size("65_507"), Ok(65507));
-        assert!(parse_size("4 parsecs").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("4 parsecs")
+            .unwrap_err()
+            .contains("unknown size unit"));
         assert!(parse_size("KiB").is_err());
         assert!(parse_size("0.3B").is_err());
     }

@@ -70,6 +70,9 @@ impl WorkloadError {
     }
 }
 
+/// How often blocked sides look at their abort flag.
+pub const ABORT_POLL: Duration = Duration::from_millis(200);
+
 /// What the server side is given.
 #[derive(Debug, Clone)]
 pub struct ServerCtx {
@@ -88,14 +91,6 @@ pub struct ClientCtx {
     pub repetition: u32,
     /// Set when the controller abandons the point.
     pub abort: Arc<AtomicBool>,
-}
-
-/// A running server side of one point.
-pub trait ServerSide: Send {
-    /// The data port it listens on.
-    fn port(&self) -> u16;
-    /// Waits for the point to finish and returns the server's result.
-    fn finish(self: Box<Self>, timeout: Duration) -> Result<SideResult, WorkloadError>;
 }
 
 /// A workload: both sides, its parameters and how its results read.
@@ -126,10 +121,17 @@ pub trait Workload: Send + Sync + 'static {
     fn has_server(&self) -> bool {
         true
     }
-    /// Starts the server side: binds, then serves one point in the
-    /// background.
-    fn serve(&self, params: &Params, ctx: &ServerCtx)
-        -> Result<Box<dyn ServerSide>, WorkloadError>;
+    /// Runs the server side of one point on the calling thread (the agent
+    /// has already placed it): bind on `ctx.bind` port 0, call `ready` once
+    /// with the bound port, serve the client until it is done, and return
+    /// the server's result. Blocking calls wake up at least every
+    /// [`ABORT_POLL`] to check `ctx.abort`.
+    fn serve(
+        &self,
+        params: &Params,
+        ctx: &ServerCtx,
+        ready: &mut dyn FnMut(u16),
+    ) -> Result<SideResult, WorkloadError>;
     /// Runs the client side to completion.
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>;
     /// Derives the metrics from both sides' results.
