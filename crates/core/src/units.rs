@@ -90,3 +90,49 @@ mod tests {
         assert_eq!(format_duration(185.0), "3m05s");
     }
 }
+
+/// Formats a time as RFC 3339 UTC with millisecond precision
+/// (`2026-11-21T08:23:05.123Z`), without a calendar dependency: the civil
+/// date comes from Howard Hinnant's `civil_from_days` algorithm.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60,
+        d.subsec_millis()
+    )
+}
+
+/// The current time as RFC 3339 UTC.
+pub fn now_rfc3339() -> String {
+    rfc3339(std::time::SystemTime::now())
+}
+
+#[cfg(test)]
+mod time_tests {
+    #[test]
+    fn rfc3339_known_instants() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(super::rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        // 2026-11-21T08:23:05.5Z
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_249_385_500);
+        assert_eq!(super::rfc3339(t), "2026-11-21T08:23:05.500Z");
+        // A leap day.
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(super::rfc3339(t), "2000-02-29T00:00:00.000Z");
+    }
+}

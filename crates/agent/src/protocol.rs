@@ -1,0 +1,116 @@
+//! Protocol messages. See `docs/protocol.md`.
+
+use std::net::{IpAddr, SocketAddr};
+
+use benchlab_core::placement::Placement;
+use benchlab_core::{Params, SideResult};
+use serde::{Deserialize, Serialize};
+
+/// Version of the control protocol. Bump on any incompatible change.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Controller → agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    /// First message: the controller's versions.
+    Hello {
+        /// The controller's protocol version.
+        protocol: u32,
+        /// The controller's benchlab version.
+        benchlab: String,
+    },
+    /// Collect this host's inventory.
+    Inventory,
+    /// Start the server side of a point; answered with `Listening`.
+    Serve {
+        /// Workload kind.
+        kind: String,
+        /// Effective parameters.
+        params: Params,
+        /// Placement of the server thread.
+        placement: Placement,
+        /// Address to listen on.
+        bind: IpAddr,
+    },
+    /// Wait for the server side started by `Serve` to finish.
+    Collect {
+        /// How long to wait before abandoning it (ms).
+        timeout_ms: u64,
+    },
+    /// Run the client side of a point to completion.
+    RunClient {
+        /// Workload kind.
+        kind: String,
+        /// Effective parameters.
+        params: Params,
+        /// Placement of the client thread.
+        placement: Placement,
+        /// The server side's data address.
+        server: Option<SocketAddr>,
+        /// Repetition number, 0-based.
+        repetition: u32,
+    },
+    /// End the session; the agent exits.
+    Shutdown,
+}
+
+/// Named states of an agent session; requests valid only in some states
+/// are refused with the state named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Before a successful `Hello`.
+    Greeting,
+    /// Ready for work.
+    Idle,
+    /// A server side is running (after `Serve`, until `Collect`).
+    Serving,
+}
+
+/// Agent → controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "response", rename_all = "snake_case")]
+pub enum Response {
+    /// Handshake accepted: the agent's versions.
+    Hello {
+        /// The agent's protocol version.
+        protocol: u32,
+        /// The agent's benchlab version.
+        benchlab: String,
+        /// The agent's process id (for leak checks and diagnostics).
+        pid: u32,
+    },
+    /// The host's inventory (JSON of `benchlab_inventory::Inventory`).
+    Inventory {
+        /// The inventory.
+        inventory: serde_json::Value,
+    },
+    /// The server side is listening.
+    Listening {
+        /// Its data port.
+        port: u16,
+    },
+    /// A side finished.
+    Done {
+        /// Its result.
+        result: Box<SideResult>,
+    },
+    /// A request failed; the session goes on.
+    Error {
+        /// Why.
+        message: String,
+        /// True when the host lacks something the workload needs.
+        skipped: bool,
+    },
+    /// The request is not allowed now, or the versions differ; for a
+    /// refused `Hello` the agent exits after sending this.
+    Refused {
+        /// Why.
+        reason: String,
+        /// The agent's state.
+        state: State,
+    },
+    /// Answer to `Shutdown`.
+    Bye,
+}

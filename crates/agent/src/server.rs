@@ -1,0 +1,241 @@
+//! The agent end: reads requests, runs workload sides on placed threads,
+//! answers. It runs only what its registry holds.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use benchlab_core::placement::Placement;
+use benchlab_core::{ClientCtx, Registry, ServerCtx, SideResult, WorkloadError};
+
+use crate::frame::{read_frame, write_frame};
+use crate::protocol::{Request, Response, State, PROTOCOL_VERSION};
+
+/// How long a server side may take to bind and report its port.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Grace after setting the abort flag of a server that overran.
+const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+enum ServerEvent {
+    Ready(u16),
+    Done(Result<SideResult, WorkloadError>),
+}
+
+struct RunningServer {
+    events: mpsc::Receiver<ServerEvent>,
+    abort: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+fn error_response(e: &WorkloadError) -> Response {
+    Response::Error {
+        message: e.to_string(),
+        skipped: matches!(e, WorkloadError::Unsupported(_)),
+    }
+}
+
+/// Serves one controller session over standard input and output.
+pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
+    let stdin = io::stdin();
+    let stdout = io::stdout();
+    serve(registry, stdin.lock(), stdout.lock())
+}
+
+/// Serves one controller session over any byte pipe. Returns when the
+/// controller says `Shutdown`, closes the pipe, or fails the handshake.
+pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::Result<()> {
+    let mut state = State::Greeting;
+    let mut server: Option<RunningServer> = None;
+    loop {
+        let req: Request = match read_frame(&mut r)? {
+            Some(req) => req,
+            None => break,
+        };
+        let refuse = |state: State, what: &str| Response::Refused {
+            reason: format!("`{what}` is not allowed in state {state:?}"),
+            state,
+        };
+        let resp = match (state, req) {
+            (State::Greeting, Request::Hello { protocol, benchlab }) => {
+                if protocol != PROTOCOL_VERSION {
+                    let resp = Response::Refused {
+                        reason: format!(
+                            "protocol version mismatch: controller speaks {protocol} (benchlab {benchlab}), this agent speaks {PROTOCOL_VERSION} (benchlab {})",
+                            benchlab_core::VERSION
+                        ),
+                        state,
+                    };
+                    write_frame(&mut w, &resp)?;
+                    return Ok(());
+                }
+                state = State::Idle;
+                Response::Hello {
+                    protocol: PROTOCOL_VERSION,
+                    benchlab: benchlab_core::VERSION.to_string(),
+                    pid: std::process::id(),
+                }
+            }
+            (State::Greeting, _) => refuse(state, "anything before hello"),
+            (_, Request::Hello { .. }) => refuse(state, "hello"),
+            (_, Request::Shutdown) => {
+                if let Some(s) = server.take() {
+                    s.abort.store(true, Ordering::Relaxed);
+                    let _ = s.thread.join();
+                }
+                write_frame(&mut w, &Response::Bye)?;
+                return Ok(());
+            }
+            (_, Request::Inventory) => Response::Inventory {
+                inventory: serde_json::to_value(benchlab_inventory::collect())
+                    .unwrap_or(serde_json::Value::Null),
+            },
+            (
+                State::Idle,
+                Request::Serve {
+                    kind,
+                    params,
+                    placement,
+                    bind,
+                },
+            ) => match registry.get(&kind) {
+                None => Response::Error {
+                    message: format!("this agent has no workload `{kind}`"),
+                    skipped: true,
+                },
+                Some(wl) => {
+                    let (tx, rx) = mpsc::channel();
+                    let abort = Arc::new(AtomicBool::new(false));
+                    let ctx = ServerCtx {
+                        bind,
+                        abort: abort.clone(),
+                    };
+                    let thread = std::thread::spawn(move || {
+                        let result = placed(&placement).and_then(|()| {
+                            let ready_tx = tx.clone();
+                            wl.serve(&params, &ctx, &mut |port| {
+                                let _ = ready_tx.send(ServerEvent::Ready(port));
+                            })
+                        });
+                        let _ = tx.send(ServerEvent::Done(result));
+                    });
+                    match rx.recv_timeout(LISTEN_TIMEOUT) {
+                        Ok(ServerEvent::Ready(port)) => {
+                            server = Some(RunningServer {
+                                events: rx,
+                                abort,
+                                thread,
+                            });
+                            state = State::Serving;
+                            Response::Listening { port }
+                        }
+                        Ok(ServerEvent::Done(Err(e))) => {
+                            let _ = thread.join();
+                            error_response(&e)
+                        }
+                        Ok(ServerEvent::Done(Ok(_))) => {
+                            let _ = thread.join();
+                            Response::Error {
+                                message: format!("{kind} server finished without listening"),
+                                skipped: false,
+                            }
+                        }
+                        Err(_) => {
+                            abort.store(true, Ordering::Relaxed);
+                            Response::Error {
+                                message: format!(
+                                    "{kind} server did not start listening within {}s",
+                                    LISTEN_TIMEOUT.as_secs()
+                                ),
+                                skipped: false,
+                            }
+                        }
+                    }
+                }
+            },
+            (State::Serving, Request::Collect { timeout_ms }) => {
+                let s = server.take().expect("serving state has a server");
+                state = State::Idle;
+                let got = match s.events.recv_timeout(Duration::from_millis(timeout_ms)) {
+                    Ok(ev) => Some(ev),
+                    Err(_) => {
+                        s.abort.store(true, Ordering::Relaxed);
+                        s.events.recv_timeout(ABORT_GRACE).ok();
+                        None
+                    }
+                };
+                match got {
+                    Some(ServerEvent::Done(Ok(result))) => {
+                        let _ = s.thread.join();
+                        Response::Done {
+                            result: Box::new(result),
+                        }
+                    }
+                    Some(ServerEvent::Done(Err(e))) => {
+                        let _ = s.thread.join();
+                        error_response(&e)
+                    }
+                    _ => Response::Error {
+                        message: format!(
+                            "server side did not finish within {:.1}s of the client",
+                            timeout_ms as f64 / 1000.0
+                        ),
+                        skipped: false,
+                    },
+                }
+            }
+            (
+                State::Idle,
+                Request::RunClient {
+                    kind,
+                    params,
+                    placement,
+                    server: addr,
+                    repetition,
+                },
+            ) => match registry.get(&kind) {
+                None => Response::Error {
+                    message: format!("this agent has no workload `{kind}`"),
+                    skipped: true,
+                },
+                Some(wl) => {
+                    let ctx = ClientCtx {
+                        server: addr,
+                        repetition,
+                        abort: Arc::new(AtomicBool::new(false)),
+                    };
+                    // A fresh thread, so that the placement applies to this
+                    // side alone and the agent's own thread stays as it was.
+                    let result = std::thread::spawn(move || {
+                        placed(&placement).and_then(|()| wl.run_client(&params, &ctx))
+                    })
+                    .join()
+                    .unwrap_or_else(|_| {
+                        Err(WorkloadError::Other(format!("{kind} client panicked")))
+                    });
+                    match result {
+                        Ok(r) => Response::Done {
+                            result: Box::new(r),
+                        },
+                        Err(e) => error_response(&e),
+                    }
+                }
+            },
+            (state, Request::Serve { .. }) => refuse(state, "serve"),
+            (state, Request::Collect { .. }) => refuse(state, "collect"),
+            (state, Request::RunClient { .. }) => refuse(state, "run_client"),
+        };
+        write_frame(&mut w, &resp)?;
+    }
+    if let Some(s) = server.take() {
+        s.abort.store(true, Ordering::Relaxed);
+        let _ = s.thread.join();
+    }
+    Ok(())
+}
+
+fn placed(p: &Placement) -> Result<(), WorkloadError> {
+    p.apply_to_current_thread().map_err(WorkloadError::Other)
+}
