@@ -1,0 +1,118 @@
+//! Every error class of a study file names the file, the line, the key and
+//! what is allowed.
+
+use benchlab_core::fake::FAKE;
+use benchlab_core::study::{Study, StudyError};
+use benchlab_core::Registry;
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.add(&FAKE);
+    r
+}
+
+fn err(text: &str) -> StudyError {
+    Study::parse("my-study.toml", text, &registry()).expect_err("the study must be refused")
+}
+
+const HEAD: &str = "[study]\nname = \"s\"\n";
+
+fn check(e: &StudyError, line: usize, key: &str, needles: &[&str]) {
+    let shown = e.to_string();
+    assert_eq!(e.file, "my-study.toml", "{shown}");
+    assert_eq!(e.line, line, "{shown}");
+    assert_eq!(e.key, key, "{shown}");
+    assert!(shown.starts_with(&format!("my-study.toml:{line}:")), "{shown}");
+    assert!(shown.contains(&format!("`{key}`")), "{shown}");
+    for n in needles {
+        assert!(shown.contains(n), "`{n}` missing from: {shown}");
+    }
+}
+
+#[test]
+fn unknown_key_in_workload() {
+    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsizes = [1, 2]\n"));
+    check(&e, 5, "workload[0].sizes", &["unknown key", "allowed here:", "size", "sleep_s"]);
+}
+
+#[test]
+fn unknown_top_level_key() {
+    let e = err(&format!("{HEAD}[defaultz]\nrepetitions = 3\n"));
+    check(&e, 3, "defaultz", &["unknown key", "study, defaults, configuration, workload"]);
+}
+
+#[test]
+fn wrong_type() {
+    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nfail = \"yes\"\n"));
+    check(&e, 5, "workload[0].fail", &["expected true or false", "found a string"]);
+    let e = err(&format!("{HEAD}[defaults]\nrepetitions = \"three\"\n[[workload]]\nkind = \"fake\"\n"));
+    check(&e, 4, "defaults.repetitions", &["expected a non-negative integer"]);
+}
+
+#[test]
+fn bad_size() {
+    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = [64, \"4 parsecs\"]\n"));
+    check(&e, 5, "workload[0].size[1]", &["bad size", "unknown size unit `parsecs`", "KiB"]);
+    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = -4\n"));
+    check(&e, 5, "workload[0].size", &["negative", "a size in bytes"]);
+}
+
+#[test]
+fn empty_sweep() {
+    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = []\n"));
+    check(&e, 5, "workload[0].size", &["empty sweep", "at least one value"]);
+}
+
+#[test]
+fn unknown_workload() {
+    let e = err(&format!("{HEAD}[[workload]]\nkind = \"net.teleport\"\n"));
+    check(&e, 4, "workload[0].kind", &["unknown workload `net.teleport`", "known: fake"]);
+}
+
+#[test]
+fn bad_choice_and_placement() {
+    let e = err(&format!("{HEAD}order = \"random\"\n[[workload]]\nkind = \"fake\"\n"));
+    check(&e, 3, "study.order", &["`random` is not allowed", "\"sequential\", \"interleaved\""]);
+    let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\nserver = {{ cpus = \"3-1\" }}\n[[workload]]\nkind = \"fake\"\n"));
+    check(&e, 5, "configuration[0].server.cpus", &["not a CPU list", "0-3,8"]);
+    let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\nclient = {{ nice = 40 }}\n[[workload]]\nkind = \"fake\"\n"));
+    check(&e, 5, "configuration[0].client.nice", &["-20 … 19"]);
+}
+
+#[test]
+fn names_must_be_unique_and_present() {
+    let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\n[[configuration]]\nname = \"a\"\n[[workload]]\nkind = \"fake\"\n"));
+    check(&e, 6, "configuration[1].name", &["defined twice"]);
+    let e = err("[study]\ndescription = \"x\"\n[[workload]]\nkind = \"fake\"\n");
+    check(&e, 1, "study.name", &["missing"]);
+    let e = err(HEAD);
+    check(&e, 1, "workload", &["at least one [[workload]]", "fake"]);
+}
+
+#[test]
+fn unused_configuration_setting() {
+    let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\nset = {{ recv_buffer = \"4MiB\" }}\n[[workload]]\nkind = \"fake\"\n"));
+    check(&e, 5, "configuration[0].set.recv_buffer", &["no workload of this study has this parameter"]);
+}
+
+#[test]
+fn not_toml() {
+    let e = err("[study\nname = 1\n");
+    assert_eq!(e.line, 1, "{e}");
+    assert!(e.to_string().contains("not valid TOML"), "{e}");
+}
+
+#[test]
+fn a_valid_study_expands() {
+    let s = Study::parse(
+        "ok.toml",
+        &format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = [\"1KiB\", 2048]\nvalue = [1.5, 2]\n"),
+        &registry(),
+    )
+    .unwrap();
+    let points = s.workloads[0].points();
+    assert_eq!(points.len(), 4);
+    assert_eq!(points[0].u64("size").unwrap(), 1024);
+    assert_eq!(points[3].f64("value").unwrap(), 2.0);
+    assert_eq!(s.configurations[0].name, "default");
+}
