@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# benchlab's test command: formatting, lints, and every test of the
+# workspace. README.md and .ci/run both call exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
