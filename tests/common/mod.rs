@@ -1,0 +1,65 @@
+//! Helpers for binary-level tests: a temp dir per test, the benchlab
+//! binary, study files written on the fly.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch directory that is removed at the end of the test.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path("benchlab.db")
+    }
+
+    /// Writes a study file and returns its path.
+    pub fn study(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).expect("write study");
+        p
+    }
+
+    /// `benchlab --db <scratch db> ARGS…`
+    pub fn benchlab(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_benchlab"));
+        c.arg("--db").arg(self.db());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.benchlab().args(args).output().expect("run benchlab")
+    }
+
+    pub fn run_ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "benchlab {args:?} failed with {}:\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+
+    pub fn json(&self, run: &str) -> serde_json::Value {
+        serde_json::from_str(&self.run_ok(&["show", run, "--format", "json"])).expect("json output")
+    }
+}
+
+/// The repository root (for shipped studies).
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
