@@ -1,1 +1,46 @@
-//! placeholder
+//! Pure statistics for benchlab.
+//!
+//! Everything in this crate is a pure function of its arguments: no I/O, no
+//! clocks, no randomness, no global state. The crate knows nothing of
+//! workloads, stores or reports; those crates feed it plain `f64` samples and
+//! render what comes back.
+//!
+//! # What is here
+//!
+//! * [`summarize`] — n, mean, sample standard deviation, min, max, median,
+//!   coefficient of variation, a Student-t confidence interval for the mean
+//!   and a distribution-free confidence interval for the median.
+//! * Building blocks: [`sum`], [`mean`], [`median`], [`geometric_mean`],
+//!   [`student_t_975`].
+//! * Run selection as the published studies do it: [`median_run`] ("we ran
+//!   the test three times and report the results from the median run") and
+//!   [`median_stddev_run`] ("chose the run which corresponded to the median
+//!   standard deviation").
+//! * Comparisons: [`advantage_pct`] reproduces the "% advantage" columns of
+//!   the published reports; [`compare`] adds a confidence interval for the
+//!   advantage and a [`Verdict`] that calls a difference real only when the
+//!   whole interval lies outside the noise band.
+//!
+//! # Conventions
+//!
+//! * A sample that is empty or holds a non-finite value (NaN, ±∞) has no
+//!   statistics: the functions return `None` rather than a NaN that would
+//!   leak into tables and JSON. The one exception is [`sum`], an aggregate
+//!   for which the empty sum is 0 and IEEE propagation is the useful answer.
+//! * Confidence intervals are two-sided. Their `level` is the nominal level
+//!   (0.95) for the parametric intervals and the exact achieved coverage for
+//!   the order-statistic interval of the median, which can never be exactly
+//!   95 % (see [`Summary::median_ci`]).
+//! * Every method and constant cites its source next to the code.
+
+#![warn(missing_docs)]
+
+mod compare;
+mod runs;
+mod summary;
+mod t_dist;
+
+pub use compare::{advantage_pct, compare, Better, Comparison, Verdict, DEFAULT_NOISE_PCT};
+pub use runs::{median_run, median_stddev_run};
+pub use summary::{geometric_mean, mean, median, sum, summarize, Interval, Summary};
+pub use t_dist::student_t_975;

@@ -1,0 +1,545 @@
+//! Comparing two systems: the "% advantage" of published reports, and a
+//! verdict that only calls a difference real when its confidence interval
+//! clears the noise band.
+
+use serde::{Deserialize, Serialize};
+
+use crate::summary::{all_finite, mean, Interval, LEVEL_95};
+use crate::t_dist::student_t_975;
+
+/// Default half-width of the noise band, in percent: differences whose
+/// whole confidence interval stays within ±1 % are not called.
+///
+/// One percent is criterion.rs's default `noise_threshold` (0.01 in
+/// `Criterion::default()`): "changes smaller than this are considered
+/// noise", applied there, as here, together with the confidence interval.
+/// With it, seed 000's optimized UDP rows that show a 0.01 % advantage from
+/// single runs could never be called wins. Studies with noisier targets
+/// should widen it.
+pub const DEFAULT_NOISE_PCT: f64 = 1.0;
+
+/// Which direction of a metric is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Larger is better: throughput, transactions per second.
+    Higher,
+    /// Smaller is better: latency, CPU service demand.
+    Lower,
+}
+
+/// The outcome of [`compare`], from A's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The whole confidence interval of A's advantage lies above
+    /// `+noise_pct`.
+    Better,
+    /// The whole confidence interval of A's advantage lies below
+    /// `−noise_pct`.
+    Worse,
+    /// The interval lies inside the noise band or straddles one of its
+    /// edges (or is unbounded): no difference is claimed.
+    WithinNoise,
+    /// A or B has fewer than two samples, so there is no estimate of
+    /// spread and no interval.
+    Insufficient,
+}
+
+/// A's advantage over B with its confidence interval and verdict, as
+/// returned by [`compare`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Point estimate, in percent: [`advantage_pct`] of A's mean over B's.
+    pub advantage_pct: f64,
+    /// Two-sided 95 % confidence interval of the advantage, in percent
+    /// (Fieller's interval for the ratio of means, mapped to percent; see
+    /// [`compare`]). `None` when either side has fewer than two samples, or
+    /// when B's mean is so uncertain that the ratio has no bounded interval.
+    /// When present it contains `advantage_pct`.
+    pub ci_pct: Option<Interval>,
+    /// What may honestly be said about the difference.
+    pub verdict: Verdict,
+}
+
+/// Percentage advantage of A over B, the "% advantage" column of the
+/// published comparison reports.
+///
+/// * [`Better::Higher`]: `(A − B) / |B| · 100`
+/// * [`Better::Lower`]: `(B − A) / |B| · 100`
+///
+/// so a positive result always means A is better. This reproduces every
+/// "Red Hat advantage" cell of seed 000's four tables from the published
+/// inputs (e.g. 897.68 vs 832.68 Mb/s → 7.81 %, 50.46 vs 73.46 µs →
+/// 31.31 %); the tests check all 96. The denominator is `|B|`, the usual
+/// definition of relative change, which equals B for the positive metrics
+/// of every report and keeps the sign meaningful otherwise.
+///
+/// `None` when B is 0 (the relative change is undefined), when A or B is
+/// not finite, or when the result would overflow.
+///
+/// ```
+/// use benchlab_stats::{advantage_pct, Better};
+/// let tcp = advantage_pct(897.68, 832.68, Better::Higher).unwrap();
+/// assert_eq!(format!("{tcp:.2}"), "7.81");
+/// let rtt = advantage_pct(50.46, 73.46, Better::Lower).unwrap();
+/// assert_eq!(format!("{rtt:.2}"), "31.31");
+/// ```
+pub fn advantage_pct(a: f64, b: f64, better: Better) -> Option<f64> {
+    if b == 0.0 || !a.is_finite() || !b.is_finite() {
+        return None;
+    }
+    let diff = match better {
+        Better::Higher => a - b,
+        Better::Lower => b - a,
+    };
+    let pct = diff / b.abs() * 100.0;
+    pct.is_finite().then_some(pct)
+}
+
+/// Compare sample A against sample B: A's advantage in percent (of the
+/// means, as [`advantage_pct`]), its 95 % confidence interval and a verdict.
+///
+/// # Method
+///
+/// The interval is Fieller's interval for the ratio of means ρ = μ_A / μ_B
+/// of two independent samples (E. C. Fieller, "Some problems in interval
+/// estimation", JRSS B 16 (1954) 175–185): the set of ρ for which
+/// `|m_A − ρ·m_B| / sqrt(v_A + ρ²·v_B) ≤ t`, with `v = s²/n` the squared
+/// standard error of each mean. Unequal variances are allowed, with
+/// Welch–Satterthwaite degrees of freedom evaluated at the estimate
+/// ρ̂ = m_A/m_B, as in the non-iterative heteroscedastic interval of
+/// Tamhane & Logan (J. Biopharm. Stat. 14 (2004) 843–856), implemented by
+/// R's `mratios::ttestratio(var.equal = FALSE)`. Unlike dividing a Welch
+/// interval for the difference by m_B, Fieller's interval accounts for the
+/// uncertainty of the denominator, so it is honest when B is noisy. The
+/// degrees of freedom are rounded down to use the t table of
+/// [`student_t_975`]; rounding down widens the interval slightly
+/// (conservative). The ratio interval is mapped to percent by the same
+/// formula as [`advantage_pct`], then widened, if rounding left it short,
+/// to contain the point estimate.
+///
+/// When B's mean is not significantly different from zero
+/// (`t²·v_B ≥ m_B²`), the Fieller set is unbounded: `ci_pct` is `None` and
+/// the verdict is `WithinNoise`. Two constant samples give a zero-width
+/// interval, so a constant difference is called however small the samples
+/// are — the data show no noise to speak of.
+///
+/// # Verdict
+///
+/// [`Verdict::Better`] when the whole interval is above `+noise_pct`,
+/// [`Verdict::Worse`] when it is wholly below `−noise_pct`,
+/// [`Verdict::WithinNoise`] otherwise, and [`Verdict::Insufficient`] when
+/// either side has fewer than two samples (the point estimate is still
+/// given). This is criterion.rs's rule (`compare_to_threshold` in its
+/// report module: improved or regressed only when both bounds of the
+/// interval lie beyond the noise threshold on the same side): a change is
+/// real only if its interval clears the noise band. Use
+/// [`DEFAULT_NOISE_PCT`] unless a study says otherwise.
+///
+/// # None
+///
+/// When either sample is empty or holds NaN or an infinity, when B's mean
+/// is 0, or when `noise_pct` is negative or NaN.
+///
+/// ```
+/// use benchlab_stats::{compare, Better, Verdict, DEFAULT_NOISE_PCT};
+/// let a = [102.0, 104.0, 103.0, 105.0, 101.0];
+/// let b = [100.0, 101.0, 99.0, 100.0, 100.0];
+/// let c = compare(&a, &b, Better::Higher, DEFAULT_NOISE_PCT).unwrap();
+/// assert_eq!(format!("{:.2}", c.advantage_pct), "3.00");
+/// assert_eq!(c.verdict, Verdict::Better);
+/// ```
+pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<Comparison> {
+    if noise_pct.is_nan() || noise_pct < 0.0 || !all_finite(a) || !all_finite(b) {
+        return None;
+    }
+    let mean_a = mean(a)?;
+    let mean_b = mean(b)?;
+    let point = advantage_pct(mean_a, mean_b, better)?;
+    if a.len() < 2 || b.len() < 2 {
+        return Some(Comparison {
+            advantage_pct: point,
+            ci_pct: None,
+            verdict: Verdict::Insufficient,
+        });
+    }
+    let ci_pct = fieller_ratio_95(a, mean_a, b, mean_b).map(|(lo, hi)| {
+        // advantage = σ·(ρ − 1)·100, with σ = ±1 from the direction and the
+        // sign of m_B (|B| in advantage_pct); an increasing map when σ > 0.
+        let sigma = match better {
+            Better::Higher => mean_b.signum(),
+            Better::Lower => -mean_b.signum(),
+        };
+        let (p, q) = (sigma * (lo - 1.0) * 100.0, sigma * (hi - 1.0) * 100.0);
+        Interval {
+            lo: p.min(q).min(point),
+            hi: p.max(q).max(point),
+            level: LEVEL_95,
+        }
+    });
+    let verdict = match &ci_pct {
+        Some(ci) if ci.lo > noise_pct => Verdict::Better,
+        Some(ci) if ci.hi < -noise_pct => Verdict::Worse,
+        _ => Verdict::WithinNoise,
+    };
+    Some(Comparison {
+        advantage_pct: point,
+        ci_pct,
+        verdict,
+    })
+}
+
+/// Fieller's 95 % interval `(lo, hi)` for μ_A/μ_B with Welch–Satterthwaite
+/// degrees of freedom at the estimate (see [`compare`]). Both samples have
+/// n ≥ 2 and finite values; `mean_b != 0`. `None` when unbounded.
+fn fieller_ratio_95(a: &[f64], mean_a: f64, b: &[f64], mean_b: f64) -> Option<(f64, f64)> {
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let va = sample_variance(a, mean_a) / na;
+    let vb = sample_variance(b, mean_b) / nb;
+    let r = mean_a / mean_b;
+    let spread = va + r * r * vb;
+    if spread == 0.0 {
+        // Both samples constant: the ratio is known exactly.
+        return Some((r, r));
+    }
+    // Welch–Satterthwaite: ν = (v_A + ρ²v_B)² / (v_A²/(n_A−1) + ρ⁴v_B²/(n_B−1)),
+    // at least 1 (as mratios does), rounded down for the table.
+    let df = spread * spread / (va * va / (na - 1.0) + (r * r * vb).powi(2) / (nb - 1.0));
+    let df = if df.is_finite() {
+        df.max(1.0).floor() as usize
+    } else {
+        1
+    };
+    let t = student_t_975(df);
+    // g ≥ 1 means m_B is within t standard errors of 0: the set of ρ is
+    // unbounded (Fieller 1954).
+    let g = t * t * vb / (mean_b * mean_b);
+    if g.is_nan() || g >= 1.0 {
+        return None;
+    }
+    // Roots of ρ²(m_B² − t²v_B) − 2ρ·m_A·m_B + (m_A² − t²v_A) = 0, divided
+    // through by m_B².
+    let half = t / mean_b.abs() * (va * (1.0 - g) + r * r * vb).sqrt();
+    let lo = (r - half) / (1.0 - g);
+    let hi = (r + half) / (1.0 - g);
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+}
+
+/// Sample variance (divisor n − 1) of a sample with n ≥ 2 and known mean.
+fn sample_variance(xs: &[f64], mean: f64) -> f64 {
+    let ss: f64 = xs.iter().map(|&x| (x - mean) * (x - mean)).sum();
+    ss / (xs.len() - 1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 000 (Principled Technologies, "Comparing network performance:
+    /// Red Hat Enterprise Linux 6 vs. Microsoft Windows Server 2012"),
+    /// every row of Figures 2, 4, 9 and 10: message size, then out-of-box
+    /// RHEL, Windows, published advantage, then optimized RHEL, Windows,
+    /// published advantage. Throughput in 10⁶ b/s, latency in µs.
+    type Row = (&'static str, f64, f64, &'static str, f64, f64, &'static str);
+
+    const TCP_STREAM: [Row; 12] = [
+        ("32", 897.68, 832.68, "7.81", 1044.92, 1039.45, "0.53"),
+        ("64", 1658.16, 1627.13, "1.91", 2095.32, 2029.09, "3.26"),
+        ("128", 2851.11, 2041.81, "39.64", 3907.90, 2643.84, "47.81"),
+        (
+            "256", 4419.73, 2047.50, "115.86", 7129.39, 2923.70, "143.85",
+        ),
+        (
+            "512", 8607.41, 2045.76, "320.74", 9828.32, 2671.09, "267.95",
+        ),
+        (
+            "1024", 8678.31, 2056.95, "321.90", 9840.46, 2673.83, "268.03",
+        ),
+        (
+            "2048", 8683.02, 2037.70, "326.12", 9824.61, 2665.22, "268.62",
+        ),
+        (
+            "4096", 8630.58, 2042.16, "322.62", 9660.46, 2666.18, "262.33",
+        ),
+        (
+            "8192", 8624.96, 2041.91, "322.40", 9549.95, 3235.02, "195.21",
+        ),
+        (
+            "16384", 8422.96, 2048.03, "311.27", 9381.22, 3200.53, "193.11",
+        ),
+        (
+            "32768", 8750.67, 2046.31, "327.63", 9633.31, 2662.86, "261.77",
+        ),
+        (
+            "65507", 8679.33, 2047.97, "323.80", 9301.49, 3202.70, "190.43",
+        ),
+    ];
+
+    const UDP_STREAM: [Row; 12] = [
+        ("32", 261.20, 67.21, "288.63", 348.03, 72.72, "378.59"),
+        ("64", 518.32, 126.21, "310.68", 698.38, 139.04, "402.29"),
+        ("128", 1040.83, 254.29, "309.31", 1392.89, 278.09, "400.88"),
+        ("256", 2111.50, 505.04, "318.09", 2758.45, 660.69, "317.51"),
+        ("512", 4375.00, 974.90, "348.76", 5473.36, 1314.16, "316.49"),
+        (
+            "1024", 3860.51, 1834.50, "110.44", 6836.92, 1947.50, "251.06",
+        ),
+        (
+            "2048", 5049.16, 1483.68, "240.31", 7325.47, 2248.62, "225.78",
+        ),
+        (
+            "4096", 9086.05, 2466.47, "268.38", 7450.47, 4526.42, "64.60",
+        ),
+        ("8192", 3793.38, 2724.16, "39.25", 7344.22, 6016.42, "22.07"),
+        (
+            "16384", 4835.84, 1982.14, "143.97", 9924.79, 9923.92, "0.01",
+        ),
+        (
+            "32768", 5142.80, 1436.45, "258.02", 8393.38, 8392.39, "0.01",
+        ),
+        (
+            "65507", 4789.19, 258.90, "1749.82", 8389.68, 8388.79, "0.01",
+        ),
+    ];
+
+    const TCP_RR: [Row; 12] = [
+        ("1", 50.46, 73.46, "31.31", 37.95, 57.79, "34.33"),
+        ("2", 50.70, 74.75, "32.17", 37.98, 57.32, "33.74"),
+        ("4", 50.33, 74.67, "32.60", 37.99, 59.23, "35.86"),
+        ("8", 50.36, 75.33, "33.15", 37.99, 59.38, "36.02"),
+        ("16", 50.54, 75.96, "33.46", 37.97, 58.99, "35.63"),
+        ("32", 50.44, 76.71, "34.25", 37.94, 59.40, "36.13"),
+        ("64", 50.68, 74.33, "31.82", 37.96, 59.27, "35.95"),
+        ("128", 50.12, 75.08, "33.24", 37.97, 59.49, "36.17"),
+        ("256", 50.30, 74.97, "32.91", 37.96, 59.18, "35.86"),
+        ("512", 50.48, 75.98, "33.56", 37.96, 59.64, "36.35"),
+        ("1024", 50.40, 76.01, "33.69", 37.94, 59.20, "35.91"),
+        ("Average", 50.44, 75.20, "32.93", 37.96, 58.99, "35.65"),
+    ];
+
+    const UDP_RR: [Row; 12] = [
+        ("1", 47.93, 66.92, "28.38", 35.79, 54.76, "34.64"),
+        ("2", 47.79, 66.62, "28.26", 35.85, 54.71, "34.47"),
+        ("4", 48.06, 66.35, "27.57", 35.81, 55.14, "35.06"),
+        ("8", 47.96, 66.94, "28.35", 35.82, 54.47, "34.24"),
+        ("16", 48.07, 67.26, "28.53", 35.83, 54.99, "34.84"),
+        ("32", 47.93, 66.92, "28.38", 35.81, 54.23, "33.97"),
+        ("64", 47.98, 68.32, "29.77", 35.79, 54.99, "34.92"),
+        ("128", 47.87, 66.70, "28.23", 35.84, 54.54, "34.29"),
+        ("256", 47.80, 66.82, "28.46", 35.80, 54.60, "34.43"),
+        ("512", 47.99, 67.16, "28.54", 35.83, 54.90, "34.74"),
+        ("1024", 47.92, 66.97, "28.45", 35.81, 54.79, "34.64"),
+        ("Average", 47.94, 67.00, "28.45", 35.82, 54.74, "34.56"),
+    ];
+
+    fn check_table(name: &str, rows: &[Row], better: Better) {
+        for &(size, oob_a, oob_b, oob_pct, opt_a, opt_b, opt_pct) in rows {
+            for (config, a, b, published) in [
+                ("out-of-box", oob_a, oob_b, oob_pct),
+                ("optimized", opt_a, opt_b, opt_pct),
+            ] {
+                let got = advantage_pct(a, b, better).unwrap();
+                assert_eq!(
+                    format!("{got:.2}"),
+                    published,
+                    "{name} {size} {config}: {a} vs {b} gave {got}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn seed_000_tcp_stream_advantages() {
+        check_table("TCP stream", &TCP_STREAM, Better::Higher);
+    }
+
+    #[test]
+    fn seed_000_udp_stream_advantages() {
+        check_table("UDP stream", &UDP_STREAM, Better::Higher);
+    }
+
+    #[test]
+    fn seed_000_tcp_rr_advantages() {
+        check_table("TCP RR", &TCP_RR, Better::Lower);
+    }
+
+    #[test]
+    fn seed_000_udp_rr_advantages() {
+        check_table("UDP RR", &UDP_RR, Better::Lower);
+    }
+
+    /// The "Average" rows of Figures 9 and 10 are the column means of the
+    /// eleven message sizes, and their advantage is the advantage of the
+    /// averages (32.93 %), not the average of the advantages (32.92 %).
+    #[test]
+    fn seed_000_average_rows_are_column_means() {
+        for rows in [&TCP_RR, &UDP_RR] {
+            let (body, avg) = rows.split_at(11);
+            let avg = avg[0];
+            let col = |f: fn(&Row) -> f64| mean(&body.iter().map(f).collect::<Vec<_>>());
+            let oob_a = col(|r| r.1).unwrap();
+            let oob_b = col(|r| r.2).unwrap();
+            let opt_a = col(|r| r.4).unwrap();
+            let opt_b = col(|r| r.5).unwrap();
+            assert_eq!(format!("{oob_a:.2}"), format!("{:.2}", avg.1));
+            assert_eq!(format!("{oob_b:.2}"), format!("{:.2}", avg.2));
+            assert_eq!(format!("{opt_a:.2}"), format!("{:.2}", avg.4));
+            assert_eq!(format!("{opt_b:.2}"), format!("{:.2}", avg.5));
+        }
+        let mean_of_advantages = mean(
+            &TCP_RR[..11]
+                .iter()
+                .map(|r| advantage_pct(r.1, r.2, Better::Lower).unwrap())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert_eq!(format!("{mean_of_advantages:.2}"), "32.92");
+    }
+
+    #[test]
+    fn advantage_edge_cases() {
+        assert_eq!(advantage_pct(1.0, 0.0, Better::Higher), None);
+        assert_eq!(advantage_pct(1.0, -0.0, Better::Lower), None);
+        assert_eq!(advantage_pct(f64::NAN, 1.0, Better::Higher), None);
+        assert_eq!(advantage_pct(1.0, f64::INFINITY, Better::Higher), None);
+        assert_eq!(advantage_pct(f64::MAX, 1e-300, Better::Higher), None);
+        assert_eq!(advantage_pct(5.0, 5.0, Better::Higher), Some(0.0));
+        assert_eq!(advantage_pct(150.0, 100.0, Better::Higher), Some(50.0));
+        assert_eq!(advantage_pct(150.0, 100.0, Better::Lower), Some(-50.0));
+        assert_eq!(advantage_pct(50.0, 100.0, Better::Lower), Some(50.0));
+        // |B|: moving from −10 to −5 is an improvement when higher is better.
+        assert_eq!(advantage_pct(-5.0, -10.0, Better::Higher), Some(50.0));
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    /// Hand-checked with the closed form of `mratios::ttestratio` (tA, tB,
+    /// tC) at t(0.975; 5) = 2.571: m_A = 103, m_B = 100, s²_A = 2.5,
+    /// s²_B = 0.5, n = 5 each; Welch df at ρ̂ = 1.03 is 5.62 → 5.
+    /// Ratio interval [1.0100516173459797, 1.0500845584998995].
+    #[test]
+    fn compare_hand_checked_fieller() {
+        let a = [102.0, 104.0, 103.0, 105.0, 101.0];
+        let b = [100.0, 101.0, 99.0, 100.0, 100.0];
+        let c = compare(&a, &b, Better::Higher, 1.0).unwrap();
+        assert!(close(c.advantage_pct, 3.0));
+        let ci = c.ci_pct.clone().unwrap();
+        assert!(close(ci.lo, 1.005_161_734_598), "{}", ci.lo);
+        assert!(close(ci.hi, 5.008_455_849_990), "{}", ci.hi);
+        assert_eq!(ci.level, 0.95);
+        assert_eq!(c.verdict, Verdict::Better);
+        // A wider band swallows the lower end of the interval.
+        let c = compare(&a, &b, Better::Higher, 2.0).unwrap();
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+        // For a lower-is-better metric the same data make A worse.
+        let c = compare(&a, &b, Better::Lower, 1.0).unwrap();
+        assert!(close(c.advantage_pct, -3.0));
+        let ci = c.ci_pct.clone().unwrap();
+        assert!(close(ci.lo, -5.008_455_849_990));
+        assert!(close(ci.hi, -1.005_161_734_598));
+        assert_eq!(c.verdict, Verdict::Worse);
+        // Swapping the sides is not a mirror image: B is 2.91 % below A
+        // (3 % of 103), with interval [−4.770 %, −0.995 %] — inside the
+        // 1 % band at its upper end, so no call at 1 %, Worse at 0.5 %.
+        let c = compare(&b, &a, Better::Higher, 1.0).unwrap();
+        assert!(close(c.advantage_pct, -300.0 / 103.0));
+        let ci = c.ci_pct.clone().unwrap();
+        assert!(close(ci.lo, -4.769_573_849_505), "{}", ci.lo);
+        assert!(close(ci.hi, -0.995_158_779_350), "{}", ci.hi);
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+        let c = compare(&b, &a, Better::Higher, 0.5).unwrap();
+        assert_eq!(c.verdict, Verdict::Worse);
+    }
+
+    /// Second hand-checked case: a 1.67 % difference whose interval,
+    /// [−7.15 %, +11.18 %] (Welch df 9.76 → 9, t = 2.262), straddles zero.
+    #[test]
+    fn compare_straddling_interval_is_within_noise() {
+        let a = [10.0, 11.0, 9.0, 10.0, 10.0, 11.0];
+        let b = [10.0, 9.0, 11.0, 10.0, 10.0, 10.0];
+        let c = compare(&a, &b, Better::Higher, DEFAULT_NOISE_PCT).unwrap();
+        assert!(close(c.advantage_pct, 100.0 / 60.0));
+        let ci = c.ci_pct.unwrap();
+        assert!(close(ci.lo, -7.149_875_476_024), "{}", ci.lo);
+        assert!(close(ci.hi, 11.179_172_327_731), "{}", ci.hi);
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+    }
+
+    #[test]
+    fn compare_insufficient_and_invalid() {
+        let c = compare(&[110.0], &[100.0, 101.0], Better::Higher, 1.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Insufficient);
+        assert_eq!(c.ci_pct, None);
+        assert!(close(c.advantage_pct, 110.0 / 100.5 * 100.0 - 100.0));
+        let c = compare(&[1.0, 2.0], &[3.0], Better::Lower, 1.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Insufficient);
+
+        assert_eq!(compare(&[], &[1.0, 2.0], Better::Higher, 1.0), None);
+        assert_eq!(compare(&[1.0, 2.0], &[], Better::Higher, 1.0), None);
+        assert_eq!(
+            compare(&[1.0, 2.0], &[-1.0, 1.0], Better::Higher, 1.0),
+            None
+        );
+        assert_eq!(
+            compare(&[1.0, f64::NAN], &[1.0, 2.0], Better::Higher, 1.0),
+            None
+        );
+        assert_eq!(
+            compare(&[1.0, 2.0], &[1.0, 2.0], Better::Higher, -1.0),
+            None
+        );
+        assert_eq!(
+            compare(&[1.0, 2.0], &[1.0, 2.0], Better::Higher, f64::NAN),
+            None
+        );
+    }
+
+    #[test]
+    fn compare_unbounded_when_b_is_indistinguishable_from_zero() {
+        // m_B = 0.5 with s_B ≈ 7.8: zero is well inside B's interval.
+        let c = compare(&[10.0, 11.0, 12.0], &[-5.0, 0.5, 6.0], Better::Higher, 1.0).unwrap();
+        assert_eq!(c.ci_pct, None);
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+    }
+
+    #[test]
+    fn compare_constant_samples() {
+        let c = compare(&[5.0, 5.0], &[5.0, 5.0, 5.0], Better::Higher, 0.0).unwrap();
+        let ci = c.ci_pct.unwrap();
+        assert_eq!((ci.lo, ci.hi), (0.0, 0.0));
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+        let c = compare(&[110.0, 110.0], &[100.0, 100.0], Better::Higher, 1.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Better);
+    }
+
+    #[test]
+    fn compare_negative_baseline_keeps_the_sign_convention() {
+        // Higher is better; A ≈ −5, B ≈ −10: A is better by ~50 % of |B|.
+        let c = compare(
+            &[-5.1, -4.9, -5.0],
+            &[-10.1, -9.9, -10.0],
+            Better::Higher,
+            1.0,
+        )
+        .unwrap();
+        assert!(close(c.advantage_pct, 50.0));
+        let ci = c.ci_pct.unwrap();
+        assert!(ci.lo <= 50.0 && 50.0 <= ci.hi && ci.lo > 1.0);
+        assert_eq!(c.verdict, Verdict::Better);
+    }
+
+    #[test]
+    fn enums_serialize_in_snake_case() {
+        assert_eq!(
+            serde_json::to_string(&Verdict::WithinNoise).unwrap(),
+            "\"within_noise\""
+        );
+        assert_eq!(serde_json::to_string(&Better::Lower).unwrap(), "\"lower\"");
+        let c = compare(&[1.0, 1.1], &[1.0, 1.2], Better::Higher, 1.0).unwrap();
+        let back: Comparison = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
+}
