@@ -63,16 +63,24 @@ fn fake_study_json_and_csv() {
     assert_eq!(score["metric"], "score");
     assert_eq!(score["columns"], serde_json::json!(["base", "better"]));
     // Rows are in numeric order of the swept size, whatever the study order.
-    let labels: Vec<&str> = score["rows"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    let labels: Vec<&str> = score["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
     assert_eq!(labels, ["32", "64", "1024"]);
     for row in score["rows"].as_array().unwrap() {
         // Repetitions 0, 1, 2 give value + 0.5·rep: median value + 0.5.
-        assert_eq!(row["cells"][0]["values"], serde_json::json!([100.0, 100.5, 101.0]));
+        assert_eq!(
+            row["cells"][0]["values"],
+            serde_json::json!([100.0, 100.5, 101.0])
+        );
         assert_eq!(row["cells"][0]["value"], 100.5);
         assert_eq!(row["cells"][1]["value"], 110.5);
         let adv = row["advantages"][0]["pct"].as_f64().unwrap();
         assert!((adv - 10.0 / 100.5 * 100.0).abs() < 1e-9, "{adv}");
-        assert_eq!(row["advantages"][0]["comparison"]["verdict"], "Better");
+        assert_eq!(row["advantages"][0]["comparison"]["verdict"], "better");
     }
     let latency = &tables[1];
     assert_eq!(latency["better"], "lower");
@@ -83,9 +91,18 @@ fn fake_study_json_and_csv() {
     assert_eq!(j["points"].as_array().unwrap().len(), 6);
     let csv = s.run_ok(&["show", "1", "--format", "csv"]);
     assert_eq!(csv.lines().count(), 1 + 2 * 3 * 2, "{csv}");
-    assert!(csv.lines().nth(1).unwrap().starts_with("1,fake,fake,score,,size,32,base,100.5,"), "{csv}");
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("1,fake,fake,score,,size,32,base,100.5,"),
+        "{csv}"
+    );
     let md = s.run_ok(&["show", "1", "--format", "markdown"]);
-    assert!(md.contains("| size | base | better | better advantage |"), "{md}");
+    assert!(
+        md.contains("| size | base | better | better advantage |"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -112,18 +129,34 @@ kind = "fake"
 "#,
     );
     let out = s.run(&["run", study.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("2 repetition(s) without a figure"), "{stdout}");
+    assert!(
+        stdout.contains("2 repetition(s) without a figure"),
+        "{stdout}"
+    );
     assert!(stdout.contains("fake failure requested"), "{stdout}");
     let j = s.json("1");
     let failures = j["failures"].as_array().unwrap();
     assert_eq!(failures.len(), 2);
     assert_eq!(failures[0]["workload"], "broken");
     assert_eq!(failures[0]["status"], "failed");
-    assert!(failures[0]["reason"].as_str().unwrap().contains("client side: fake failure requested"));
+    assert!(failures[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("client side: fake failure requested"));
     // The workload after the broken one still ran.
-    let after = j["points"].as_array().unwrap().iter().find(|p| p["workload"] == "after").unwrap();
+    let after = j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["workload"] == "after")
+        .unwrap();
     assert_eq!(after["metrics"]["score"].as_array().unwrap().len(), 2);
 }
 
@@ -138,13 +171,20 @@ fn on_error_stop_ends_the_run() {
     assert_eq!(out.status.code(), Some(3));
     let j = s.json("1");
     assert_eq!(j["run"]["status"], "failed");
-    assert!(j["points"].as_array().unwrap().iter().all(|p| p["workload"] != "never"));
+    assert!(j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["workload"] != "never"));
 }
 
 #[test]
 fn a_broken_study_names_file_line_and_key() {
     let s = Scratch::new();
-    let study = s.study("broken.toml", "[study]\nname = \"b\"\n[[workload]]\nkind = \"fake\"\nsize = \"4 parsecs\"\n");
+    let study = s.study(
+        "broken.toml",
+        "[study]\nname = \"b\"\n[[workload]]\nkind = \"fake\"\nsize = \"4 parsecs\"\n",
+    );
     let out = s.run(&["run", study.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -161,7 +201,13 @@ fn quick_runs_are_marked() {
     let study = s.study("q.toml", STUDY);
     s.run_ok(&["run", "--quick", study.to_str().unwrap()]);
     let j = s.json("1");
-    assert_eq!(j["run"]["options"], serde_json::json!({"scale": 0.05, "quick": true}));
-    assert_eq!(j["points"][0]["metrics"]["score"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        j["run"]["options"],
+        serde_json::json!({"scale": 0.05, "quick": true})
+    );
+    assert_eq!(
+        j["points"][0]["metrics"]["score"].as_array().unwrap().len(),
+        1
+    );
     assert!(s.run_ok(&["list"]).contains("(trial)"));
 }

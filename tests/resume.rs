@@ -36,15 +36,21 @@ fn units(db: &std::path::Path, run: i64) -> Vec<Key> {
              JOIN point p ON p.id = s.point_id WHERE p.run_id = ?1 AND s.status = 'ok'",
         )
         .unwrap();
-    let rows = st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap();
+    let rows = st
+        .query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap();
     rows.map(Result::unwrap).collect()
 }
 
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
         // The parent pid is the 2nd field after the parenthesised command.
         let after = &stat[stat.rfind(')').unwrap() + 2..];
         if after.split(' ').nth(1).and_then(|x| x.parse::<u32>().ok()) == Some(pid) {
@@ -103,14 +109,25 @@ fn interrupted_and_resumed_equals_uninterrupted() {
         assert!(!alive(*a), "agent {a} outlived the interrupted run");
     }
     let partial = units(&s.db(), 1);
-    assert!(partial.len() >= 3 && partial.len() < 16, "{}", partial.len());
+    assert!(
+        partial.len() >= 3 && partial.len() < 16,
+        "{}",
+        partial.len()
+    );
     assert_eq!(s.json("1")["run"]["status"], "interrupted");
 
     // Resume: only the missing repetitions run.
     let out = s.run(&["run", "--resume", "1"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("({} already done)", partial.len())), "{err}");
+    assert!(
+        err.contains(&format!("({} already done)", partial.len())),
+        "{err}"
+    );
     let resumed = units(&s.db(), 1);
     let set: BTreeSet<Key> = resumed.iter().copied().collect();
     assert_eq!(resumed.len(), set.len(), "a repetition ran twice");
@@ -126,6 +143,8 @@ fn interrupted_and_resumed_equals_uninterrupted() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("already complete"));
 
     let conn = rusqlite::Connection::open(s.db()).unwrap();
-    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(check, "ok");
 }

@@ -1,1 +1,141 @@
-//! placeholder
+//! benchlab's command line. `main` parses the command, runs it, prints the
+//! whole error chain once and returns the exit code.
+
+mod commands;
+mod progress;
+mod runner;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit code: a run finished but some repetitions failed.
+pub const EXIT_POINTS_FAILED: i32 = 3;
+/// Exit code: interrupted by Ctrl-C or SIGTERM (128 + SIGINT, as shells do).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// The workloads this binary knows: one line each.
+pub fn registry() -> benchlab_core::Registry {
+    let mut r = benchlab_core::Registry::new();
+    r.add(&benchlab_wl_net::STREAM)
+        .add(&benchlab_wl_net::RR)
+        .add(&benchlab_wl_net::PINGPONG)
+        .add(&benchlab_core::fake::FAKE);
+    r
+}
+
+#[derive(Parser)]
+#[command(
+    name = "benchlab",
+    version,
+    about = "A performance-comparison lab for operating systems, kernels, file systems and their configurations",
+    long_about = "benchlab runs a study file (hosts, configurations, workloads and their sweeps, repetitions), stores every sample, and prints the comparison tables with % advantage, confidence intervals and verdicts."
+)]
+struct Cli {
+    /// The result store (SQLite).
+    #[arg(
+        long,
+        global = true,
+        default_value = "benchlab.db",
+        env = "BENCHLAB_DB"
+    )]
+    db: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Output formats of `show`.
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+impl From<FormatArg> for benchlab_report::Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Table => benchlab_report::Format::Table,
+            FormatArg::Json => benchlab_report::Format::Json,
+            FormatArg::Csv => benchlab_report::Format::Csv,
+            FormatArg::Markdown => benchlab_report::Format::Markdown,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a study file (or resume an interrupted run) and print its tables.
+    Run {
+        /// The study file (TOML). Not needed with --resume.
+        #[arg(required_unless_present = "resume")]
+        study: Option<PathBuf>,
+        /// Continue run RUN_ID with its first missing repetition.
+        #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["study", "quick", "scale"])]
+        resume: Option<i64>,
+        /// Trial run: one repetition per point, times × 0.05.
+        #[arg(long)]
+        quick: bool,
+        /// Multiply every duration, warm-up and quiesce by this factor.
+        #[arg(long, value_name = "FACTOR")]
+        scale: Option<f64>,
+    },
+    /// Check a study file and print its plan and expected duration.
+    Check {
+        /// The study file.
+        study: PathBuf,
+        /// As `run --quick`.
+        #[arg(long)]
+        quick: bool,
+        /// As `run --scale`.
+        #[arg(long, value_name = "FACTOR")]
+        scale: Option<f64>,
+    },
+    /// List the runs in the store.
+    List,
+    /// Show a run's tables (the newest run by default).
+    Show {
+        /// Run id.
+        run: Option<i64>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: FormatArg,
+    },
+    /// Print this host's inventory (the system-configuration appendix).
+    Inventory {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the workloads and their parameters.
+    Workloads,
+    /// Serve the control protocol (started by the controller, not by hand).
+    Agent {
+        /// Speak the protocol on standard input and output.
+        #[arg(long, required = true)]
+        stdio: bool,
+    },
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (`benchlab show | head`) is not an error.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return 0;
+            }
+            eprintln!("benchlab: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            1
+        }
+    }
+}

@@ -22,7 +22,10 @@ fn check(e: &StudyError, line: usize, key: &str, needles: &[&str]) {
     assert_eq!(e.file, "my-study.toml", "{shown}");
     assert_eq!(e.line, line, "{shown}");
     assert_eq!(e.key, key, "{shown}");
-    assert!(shown.starts_with(&format!("my-study.toml:{line}:")), "{shown}");
+    assert!(
+        shown.starts_with(&format!("my-study.toml:{line}:")),
+        "{shown}"
+    );
     assert!(shown.contains(&format!("`{key}`")), "{shown}");
     for n in needles {
         assert!(shown.contains(n), "`{n}` missing from: {shown}");
@@ -31,28 +34,61 @@ fn check(e: &StudyError, line: usize, key: &str, needles: &[&str]) {
 
 #[test]
 fn unknown_key_in_workload() {
-    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsizes = [1, 2]\n"));
-    check(&e, 5, "workload[0].sizes", &["unknown key", "allowed here:", "size", "sleep_s"]);
+    let e = err(&format!(
+        "{HEAD}[[workload]]\nkind = \"fake\"\nsizes = [1, 2]\n"
+    ));
+    check(
+        &e,
+        5,
+        "workload[0].sizes",
+        &["unknown key", "allowed here:", "size", "sleep_s"],
+    );
 }
 
 #[test]
 fn unknown_top_level_key() {
     let e = err(&format!("{HEAD}[defaultz]\nrepetitions = 3\n"));
-    check(&e, 3, "defaultz", &["unknown key", "study, defaults, configuration, workload"]);
+    check(
+        &e,
+        3,
+        "defaultz",
+        &["unknown key", "study, defaults, configuration, workload"],
+    );
 }
 
 #[test]
 fn wrong_type() {
-    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nfail = \"yes\"\n"));
-    check(&e, 5, "workload[0].fail", &["expected true or false", "found a string"]);
-    let e = err(&format!("{HEAD}[defaults]\nrepetitions = \"three\"\n[[workload]]\nkind = \"fake\"\n"));
-    check(&e, 4, "defaults.repetitions", &["expected a non-negative integer"]);
+    let e = err(&format!(
+        "{HEAD}[[workload]]\nkind = \"fake\"\nfail = \"yes\"\n"
+    ));
+    check(
+        &e,
+        5,
+        "workload[0].fail",
+        &["expected true or false", "found a string"],
+    );
+    let e = err(&format!(
+        "{HEAD}[defaults]\nrepetitions = \"three\"\n[[workload]]\nkind = \"fake\"\n"
+    ));
+    check(
+        &e,
+        4,
+        "defaults.repetitions",
+        &["expected a non-negative integer"],
+    );
 }
 
 #[test]
 fn bad_size() {
-    let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = [64, \"4 parsecs\"]\n"));
-    check(&e, 5, "workload[0].size[1]", &["bad size", "unknown size unit `parsecs`", "KiB"]);
+    let e = err(&format!(
+        "{HEAD}[[workload]]\nkind = \"fake\"\nsize = [64, \"4 parsecs\"]\n"
+    ));
+    check(
+        &e,
+        5,
+        "workload[0].size[1]",
+        &["bad size", "unknown size unit `parsecs`", "KiB"],
+    );
     let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = -4\n"));
     check(&e, 5, "workload[0].size", &["negative", "a size in bytes"]);
 }
@@ -60,21 +96,43 @@ fn bad_size() {
 #[test]
 fn empty_sweep() {
     let e = err(&format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = []\n"));
-    check(&e, 5, "workload[0].size", &["empty sweep", "at least one value"]);
+    check(
+        &e,
+        5,
+        "workload[0].size",
+        &["empty sweep", "at least one value"],
+    );
 }
 
 #[test]
 fn unknown_workload() {
     let e = err(&format!("{HEAD}[[workload]]\nkind = \"net.teleport\"\n"));
-    check(&e, 4, "workload[0].kind", &["unknown workload `net.teleport`", "known: fake"]);
+    check(
+        &e,
+        4,
+        "workload[0].kind",
+        &["unknown workload `net.teleport`", "known: fake"],
+    );
 }
 
 #[test]
 fn bad_choice_and_placement() {
-    let e = err(&format!("{HEAD}order = \"random\"\n[[workload]]\nkind = \"fake\"\n"));
-    check(&e, 3, "study.order", &["`random` is not allowed", "\"sequential\", \"interleaved\""]);
+    let e = err(&format!(
+        "{HEAD}order = \"random\"\n[[workload]]\nkind = \"fake\"\n"
+    ));
+    check(
+        &e,
+        3,
+        "study.order",
+        &["`random` is not allowed", "\"sequential\", \"interleaved\""],
+    );
     let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\nserver = {{ cpus = \"3-1\" }}\n[[workload]]\nkind = \"fake\"\n"));
-    check(&e, 5, "configuration[0].server.cpus", &["not a CPU list", "0-3,8"]);
+    check(
+        &e,
+        5,
+        "configuration[0].server.cpus",
+        &["not a CPU list", "0-3,8"],
+    );
     let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\nclient = {{ nice = 40 }}\n[[workload]]\nkind = \"fake\"\n"));
     check(&e, 5, "configuration[0].client.nice", &["-20 … 19"]);
 }
@@ -92,7 +150,12 @@ fn names_must_be_unique_and_present() {
 #[test]
 fn unused_configuration_setting() {
     let e = err(&format!("{HEAD}[[configuration]]\nname = \"a\"\nset = {{ recv_buffer = \"4MiB\" }}\n[[workload]]\nkind = \"fake\"\n"));
-    check(&e, 5, "configuration[0].set.recv_buffer", &["no workload of this study has this parameter"]);
+    check(
+        &e,
+        5,
+        "configuration[0].set.recv_buffer",
+        &["no workload of this study has this parameter"],
+    );
 }
 
 #[test]
@@ -106,7 +169,9 @@ fn not_toml() {
 fn a_valid_study_expands() {
     let s = Study::parse(
         "ok.toml",
-        &format!("{HEAD}[[workload]]\nkind = \"fake\"\nsize = [\"1KiB\", 2048]\nvalue = [1.5, 2]\n"),
+        &format!(
+            "{HEAD}[[workload]]\nkind = \"fake\"\nsize = [\"1KiB\", 2048]\nvalue = [1.5, 2]\n"
+        ),
         &registry(),
     )
     .unwrap();

@@ -1,1 +1,10 @@
-//! placeholder
+//! Reports: a run's stored rows become a [`model::RunReport`] (plain,
+//! serializable data: tables, cells with their spread, advantages with
+//! their confidence intervals and verdicts), which the renderers turn into
+//! text. Rendering never measures and never queries.
+
+pub mod model;
+pub mod render;
+
+pub use model::{build, RunReport};
+pub use render::{render, Format};

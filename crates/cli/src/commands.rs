@@ -1,0 +1,187 @@
+//! The commands other than the runner itself.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use benchlab_core::param::{ParamDefault, ParamKind};
+use benchlab_core::plan::{Plan, RunOptions, QUICK_SCALE};
+use benchlab_core::study::Study;
+use benchlab_core::units::{format_duration, format_size};
+use benchlab_store::Store;
+
+use crate::{registry, runner, Cli, Command, EXIT_INTERRUPTED, EXIT_POINTS_FAILED};
+
+pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Agent { .. } => {
+            // Ctrl-C at a terminal must not kill an agent mid-point: the
+            // controller stops agents itself (they are in their own process
+            // group too).
+            // SAFETY: setting a signal disposition to SIG_IGN is always sound.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+            }
+            benchlab_agent::server::serve_stdio(&registry()).context("agent session")?;
+            Ok(0)
+        }
+        Command::Inventory { json } => {
+            let inv = benchlab_inventory::collect();
+            let text = if json {
+                serde_json::to_string_pretty(&inv)? + "\n"
+            } else {
+                benchlab_inventory::render_text(&inv)
+            };
+            std::io::stdout().write_all(text.as_bytes())?;
+            Ok(0)
+        }
+        Command::Workloads => {
+            let mut out = String::new();
+            for w in registry().all() {
+                out.push_str(&format!("{} — {}\n", w.kind(), w.summary()));
+                for p in w.params() {
+                    let default = match p.default {
+                        ParamDefault::Unset => "unset".to_string(),
+                        ParamDefault::Study => "from [defaults]".to_string(),
+                        ParamDefault::Int(i) if p.kind == ParamKind::Bytes => format_size(i as u64),
+                        ParamDefault::Int(i) => i.to_string(),
+                        ParamDefault::Float(f) => f.to_string(),
+                        ParamDefault::Bool(b) => b.to_string(),
+                        ParamDefault::Str(s) => s.to_string(),
+                    };
+                    out.push_str(&format!(
+                        "    {:<16} {} (default {default})\n        {}\n",
+                        p.name,
+                        p.kind.describe(),
+                        p.help
+                    ));
+                }
+            }
+            std::io::stdout().write_all(out.as_bytes())?;
+            Ok(0)
+        }
+        Command::Check {
+            study,
+            quick,
+            scale,
+        } => {
+            let reg = registry();
+            let s = Study::load(&study, &reg)?;
+            let opts = options(quick, scale)?;
+            let plan = Plan::new(&s, &reg, opts);
+            println!(
+                "{}: study `{}` is valid: {} configuration(s), {} workload(s), {} points, {} repetitions to run, about {}",
+                study.display(),
+                s.name,
+                s.configurations.len(),
+                s.workloads.len(),
+                plan.points.len(),
+                plan.units.len(),
+                format_duration(plan.expected_s(&plan.units))
+            );
+            for w in &s.workloads {
+                let n: usize = w.points().len();
+                println!(
+                    "  workload {} ({}): {} point(s) × {} repetition(s); rows: {}",
+                    w.name, w.kind, n, w.repetitions, w.rows
+                );
+            }
+            Ok(0)
+        }
+        Command::Run {
+            study,
+            resume,
+            quick,
+            scale,
+        } => {
+            let reg = registry();
+            let mut store = open_store(&cli.db)?;
+            let outcome = match resume {
+                Some(id) => runner::resume(&mut store, &reg, id)?,
+                None => {
+                    let path = study.expect("clap requires a study without --resume");
+                    let s = Study::load(&path, &reg)?;
+                    runner::start(&mut store, &reg, &s, options(quick, scale)?)?
+                }
+            };
+            let report = runner::report(&store, &reg, outcome.run_id)?;
+            let text = benchlab_report::render(&report, benchlab_report::Format::Table);
+            std::io::stdout().write_all(text.as_bytes())?;
+            eprintln!(
+                "benchlab: run {} {} (stored in {}; `benchlab show {}` prints it again{})",
+                outcome.run_id,
+                outcome.status_text(),
+                cli.db.display(),
+                outcome.run_id,
+                if outcome.interrupted {
+                    format!(", `benchlab run --resume {}` continues it", outcome.run_id)
+                } else {
+                    String::new()
+                }
+            );
+            Ok(if outcome.interrupted {
+                EXIT_INTERRUPTED
+            } else if outcome.failed > 0 || outcome.stopped {
+                EXIT_POINTS_FAILED
+            } else {
+                0
+            })
+        }
+        Command::List => {
+            let store = open_store(&cli.db)?;
+            let runs = store.runs()?;
+            if runs.is_empty() {
+                println!("no runs in {}", cli.db.display());
+            }
+            for r in runs {
+                let samples = store.samples(r.id)?;
+                let ok = samples
+                    .iter()
+                    .filter(|s| s.status == benchlab_store::SampleStatus::Ok)
+                    .count();
+                println!(
+                    "{:>4}  {:<12} {:<24} {}  {} ok / {} recorded{}",
+                    r.id,
+                    format!("{:?}", r.status).to_lowercase(),
+                    r.study_name,
+                    r.started_at,
+                    ok,
+                    samples.len(),
+                    if r.options.quick || r.options.scale != 1.0 {
+                        "  (trial)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(0)
+        }
+        Command::Show { run, format } => {
+            let store = open_store(&cli.db)?;
+            let id = match run {
+                Some(id) => id,
+                None => store.latest_run()?.context("the store has no runs yet")?,
+            };
+            let report = runner::report(&store, &registry(), id)?;
+            let text = benchlab_report::render(&report, format.into());
+            std::io::stdout().write_all(text.as_bytes())?;
+            Ok(0)
+        }
+    }
+}
+
+fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
+    let scale = match (quick, scale) {
+        (_, Some(s)) if !(s.is_finite() && s > 0.0) => {
+            bail!("--scale must be a positive number, not {s}")
+        }
+        (_, Some(s)) => s,
+        (true, None) => QUICK_SCALE,
+        (false, None) => 1.0,
+    };
+    Ok(RunOptions { scale, quick })
+}
+
+fn open_store(path: &Path) -> Result<Store> {
+    Store::open(path).with_context(|| format!("cannot open the store {}", path.display()))
+}

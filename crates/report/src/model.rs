@@ -1,0 +1,388 @@
+//! The report model and how it is built from stored rows.
+
+use std::collections::BTreeMap;
+
+use benchlab_core::study::{Selection, Study};
+use benchlab_core::{Better, Registry, Value};
+use benchlab_stats as stats;
+use benchlab_store::{ConfigRow, PointRow, RunRow, SampleRow, SampleStatus};
+use serde::{Deserialize, Serialize};
+
+/// The noise band within which a difference is not called real, in %.
+pub const NOISE_PCT: f64 = stats::DEFAULT_NOISE_PCT;
+
+/// One figure of a table: the quoted value of a (configuration, point)
+/// and the repetitions it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// The quoted figure (by the study's selection rule).
+    pub value: f64,
+    /// Confidence interval of the quoted figure, when there are enough
+    /// repetitions.
+    pub ci: Option<stats::Interval>,
+    /// Every successful repetition's figure, in repetition order.
+    pub values: Vec<f64>,
+    /// Repetitions that failed or were skipped.
+    pub failed: usize,
+}
+
+/// The advantage of one configuration over the first at one row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advantage {
+    /// % advantage of the quoted figures, as the seeds compute it:
+    /// (A − B)/B for higher-is-better, (B − A)/B for lower-is-better.
+    pub pct: f64,
+    /// The comparison of all repetitions (CI and verdict), when both sides
+    /// have at least two.
+    pub comparison: Option<stats::Comparison>,
+}
+
+/// One row of a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The row's value of the row parameter (or "Average").
+    pub label: String,
+    /// One cell per configuration (None: no successful repetition).
+    pub cells: Vec<Option<Cell>>,
+    /// For configurations 1.., their advantage over configuration 0.
+    pub advantages: Vec<Option<Advantage>>,
+}
+
+/// A table: one metric of one workload at fixed values of the other swept
+/// parameters; rows = the row parameter, columns = configurations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// Workload name.
+    pub workload: String,
+    /// Workload kind.
+    pub kind: String,
+    /// Metric key.
+    pub metric: String,
+    /// Caption with unit.
+    pub title: String,
+    /// The other swept parameters' values (`protocol=tcp`), or empty.
+    pub fixed: String,
+    /// The row parameter.
+    pub row_param: String,
+    /// Better direction.
+    pub better: Better,
+    /// Decimals shown.
+    pub decimals: usize,
+    /// Configuration names, in study order.
+    pub columns: Vec<String>,
+    /// Rows in sweep order.
+    pub rows: Vec<Row>,
+    /// The "Average" row over all rows, when the workload has one.
+    pub average: Option<Row>,
+}
+
+/// A repetition that did not produce a figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Configuration name.
+    pub configuration: String,
+    /// Workload name.
+    pub workload: String,
+    /// Point label.
+    pub point: String,
+    /// Repetition.
+    pub repetition: u32,
+    /// failed or skipped.
+    pub status: SampleStatus,
+    /// Why.
+    pub reason: String,
+}
+
+/// Every stored figure of one point under one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// Configuration name.
+    pub configuration: String,
+    /// Workload name.
+    pub workload: String,
+    /// Workload kind.
+    pub kind: String,
+    /// Swept values.
+    pub label: String,
+    /// Effective parameters.
+    pub params: BTreeMap<String, Value>,
+    /// Per metric, the repetitions' figures in order (NaN for failed).
+    pub metrics: BTreeMap<String, Vec<f64>>,
+    /// Per metric, the summary of the successful repetitions.
+    pub summaries: BTreeMap<String, stats::Summary>,
+}
+
+/// A whole run, ready to render.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The run.
+    pub run: RunRow,
+    /// Its configurations.
+    pub configurations: Vec<ConfigRow>,
+    /// How quoted figures were chosen.
+    pub selection: Selection,
+    /// The tables.
+    pub tables: Vec<Table>,
+    /// Every point's figures.
+    pub points: Vec<PointResult>,
+    /// Repetitions without a figure.
+    pub failures: Vec<Failure>,
+}
+
+fn quoted(values: &[f64], selection: Selection) -> Option<(f64, Option<stats::Interval>)> {
+    let s = stats::summarize(values)?;
+    Some(match selection {
+        Selection::Median => (s.median, s.median_ci),
+        Selection::Mean => (s.mean, s.mean_ci),
+        Selection::MedianRun => (values[stats::median_run(values)?], None),
+    })
+}
+
+fn sort_key(v: Option<&Value>) -> (f64, String) {
+    match v {
+        Some(v) => (v.as_f64().unwrap_or(f64::NAN), v.label()),
+        None => (f64::NAN, String::new()),
+    }
+}
+
+/// Builds the report of a run. `study` is the run's study file, parsed
+/// again with the same registry.
+pub fn build(
+    run: &RunRow,
+    study: &Study,
+    registry: &Registry,
+    configurations: &[ConfigRow],
+    points: &[PointRow],
+    samples: &[SampleRow],
+) -> RunReport {
+    let selection = study.defaults.select;
+    let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
+    for s in samples {
+        by_point.entry(s.point_id).or_default().push(s);
+    }
+    let config_name = |i: usize| {
+        configurations
+            .get(i)
+            .map(|c| c.name.clone())
+            .unwrap_or_else(|| format!("#{i}"))
+    };
+
+    let mut failures = Vec::new();
+    let mut results = Vec::new();
+    for p in points {
+        let reps = by_point.get(&p.id).cloned().unwrap_or_default();
+        let mut metrics: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let names: std::collections::BTreeSet<String> = reps
+            .iter()
+            .flat_map(|s| s.metrics.keys().cloned())
+            .collect();
+        for s in &reps {
+            if s.status != SampleStatus::Ok {
+                failures.push(Failure {
+                    configuration: config_name(p.config_idx),
+                    workload: p.workload_name.clone(),
+                    point: p.label.clone(),
+                    repetition: s.repetition,
+                    status: s.status,
+                    reason: s.reason.clone().unwrap_or_default(),
+                });
+            }
+            for n in &names {
+                metrics
+                    .entry(n.clone())
+                    .or_default()
+                    .push(s.metrics.get(n).copied().unwrap_or(f64::NAN));
+            }
+        }
+        let summaries = metrics
+            .iter()
+            .filter_map(|(k, v)| {
+                let ok: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+                stats::summarize(&ok).map(|s| (k.clone(), s))
+            })
+            .collect();
+        results.push((p, reps, metrics, summaries));
+    }
+
+    let mut tables = Vec::new();
+    for (w, entry) in study.workloads.iter().enumerate() {
+        let Some(wl) = registry.get(&entry.kind) else {
+            continue;
+        };
+        let wpoints: Vec<_> = results.iter().filter(|r| r.0.workload_idx == w).collect();
+        if wpoints.is_empty() {
+            continue;
+        }
+        // Group points by the swept values other than the row parameter.
+        let others: Vec<&str> = entry
+            .axes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| *n != entry.rows)
+            .collect();
+        let group_of = |p: &PointRow| {
+            others
+                .iter()
+                .map(|n| {
+                    format!(
+                        "{n}={}",
+                        p.params.get(n).map(|v| v.label()).unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut groups: Vec<String> = Vec::new();
+        for r in &wpoints {
+            let g = group_of(r.0);
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        for g in groups {
+            let gpoints: Vec<_> = wpoints.iter().filter(|r| group_of(r.0) == g).collect();
+            let specs = wl.table_metrics(&gpoints[0].0.params);
+            // Row values in numeric order.
+            let mut row_values: Vec<(f64, String)> = Vec::new();
+            for r in &gpoints {
+                let k = sort_key(r.0.params.get(&entry.rows));
+                if !row_values.iter().any(|x| x.1 == k.1) {
+                    row_values.push(k);
+                }
+            }
+            row_values.sort_by(|a, b| {
+                a.0.partial_cmp(&b.0)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(a.1.cmp(&b.1))
+            });
+            for spec in specs {
+                let better = spec.better;
+                let sbetter = match better {
+                    Better::Higher => stats::Better::Higher,
+                    Better::Lower => stats::Better::Lower,
+                };
+                let mut rows = Vec::new();
+                for (_, rv) in &row_values {
+                    let mut cells = Vec::new();
+                    for c in 0..configurations.len() {
+                        let r = gpoints.iter().find(|r| {
+                            r.0.config_idx == c
+                                && r.0
+                                    .params
+                                    .get(&entry.rows)
+                                    .map(|v| v.label())
+                                    .unwrap_or_default()
+                                    == *rv
+                        });
+                        cells.push(r.and_then(|r| {
+                            let all = r.2.get(spec.name)?;
+                            let values: Vec<f64> =
+                                all.iter().copied().filter(|x| x.is_finite()).collect();
+                            let failed =
+                                r.1.iter().filter(|s| s.status != SampleStatus::Ok).count();
+                            let (value, ci) = quoted(&values, selection)?;
+                            Some(Cell {
+                                value,
+                                ci,
+                                values,
+                                failed,
+                            })
+                        }));
+                    }
+                    let advantages = advantages(&cells, sbetter);
+                    rows.push(Row {
+                        label: rv.clone(),
+                        cells,
+                        advantages,
+                    });
+                }
+                let average = wl.average_row().then(|| {
+                    let cells: Vec<Option<Cell>> = (0..configurations.len())
+                        .map(|c| {
+                            let vals: Vec<f64> = rows
+                                .iter()
+                                .filter_map(|r| r.cells[c].as_ref().map(|x| x.value))
+                                .collect();
+                            (vals.len() == rows.len() && !vals.is_empty()).then(|| Cell {
+                                value: stats::mean(&vals).unwrap_or(f64::NAN),
+                                ci: None,
+                                values: vals,
+                                failed: 0,
+                            })
+                        })
+                        .collect();
+                    // The seeds compute the Average row's advantage from the
+                    // averages, not by averaging the advantages.
+                    let advantages = cells
+                        .iter()
+                        .skip(1)
+                        .map(|c| match (c, &cells[0]) {
+                            (Some(a), Some(b)) => stats::advantage_pct(a.value, b.value, sbetter)
+                                .map(|pct| Advantage {
+                                    pct,
+                                    comparison: None,
+                                }),
+                            _ => None,
+                        })
+                        .collect();
+                    Row {
+                        label: "Average".into(),
+                        cells,
+                        advantages,
+                    }
+                });
+                tables.push(Table {
+                    workload: entry.name.clone(),
+                    kind: entry.kind.clone(),
+                    metric: spec.name.to_string(),
+                    title: spec.label.to_string(),
+                    fixed: g.clone(),
+                    row_param: entry.rows.clone(),
+                    better,
+                    decimals: spec.decimals,
+                    columns: configurations.iter().map(|c| c.name.clone()).collect(),
+                    rows,
+                    average,
+                });
+            }
+        }
+    }
+
+    let points = results
+        .into_iter()
+        .map(|(p, _, metrics, summaries)| PointResult {
+            configuration: config_name(p.config_idx),
+            workload: p.workload_name.clone(),
+            kind: p.kind.clone(),
+            label: p.label.clone(),
+            params: p.params.0.clone(),
+            metrics,
+            summaries,
+        })
+        .collect();
+    RunReport {
+        run: run.clone(),
+        configurations: configurations.to_vec(),
+        selection,
+        tables,
+        points,
+        failures,
+    }
+}
+
+fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
+    cells
+        .iter()
+        .skip(1)
+        .map(|c| match (c, &cells[0]) {
+            (Some(a), Some(b)) => {
+                stats::advantage_pct(a.value, b.value, better).map(|pct| Advantage {
+                    pct,
+                    comparison: stats::compare(&a.values, &b.values, better, NOISE_PCT)
+                        .filter(|c| c.verdict != stats::Verdict::Insufficient),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,332 @@
+//! Renderers: terminal, Markdown, CSV and JSON, all from a [`RunReport`].
+
+use std::fmt::Write;
+
+use benchlab_core::study::Selection;
+use benchlab_stats::Verdict;
+
+use crate::model::{Advantage, Cell, Row, RunReport, Table, NOISE_PCT};
+
+/// Output formats of `benchlab show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned text tables.
+    Table,
+    /// The whole report model as JSON.
+    Json,
+    /// One line per table cell.
+    Csv,
+    /// Markdown tables.
+    Markdown,
+}
+
+/// Renders a report.
+pub fn render(report: &RunReport, format: Format) -> String {
+    match format {
+        Format::Table => terminal(report),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(report).expect("report serializes");
+            s.push('\n');
+            s
+        }
+        Format::Csv => csv(report),
+        Format::Markdown => markdown(report),
+    }
+}
+
+/// `1234567.891` with 2 decimals → `1,234,567.89` (the seeds' style).
+pub fn group_thousands(x: f64, decimals: usize) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let s = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i.to_string(), Some(f.to_string())),
+        None => (s.clone(), None),
+    };
+    let mut out = String::new();
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(&f);
+    }
+    if x < 0.0 && out.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        out.insert(0, '-');
+    }
+    out
+}
+
+fn selection_text(sel: Selection) -> &'static str {
+    match sel {
+        Selection::Median => "median of the repetitions",
+        Selection::MedianRun => "the median run",
+        Selection::Mean => "mean of the repetitions",
+    }
+}
+
+fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
+    match c {
+        None => "-".into(),
+        Some(c) => {
+            let mut s = group_thousands(c.value, decimals);
+            if with_ci {
+                if let Some(ci) = &c.ci {
+                    if c.value != 0.0 {
+                        let h = (ci.hi - c.value).abs().max((c.value - ci.lo).abs())
+                            / c.value.abs()
+                            * 100.0;
+                        let _ = write!(s, " ±{h:.1}%");
+                    }
+                }
+            }
+            if c.failed > 0 {
+                let _ = write!(s, " ({} failed)", c.failed);
+            }
+            s
+        }
+    }
+}
+
+fn advantage_text(a: &Option<Advantage>) -> String {
+    match a {
+        None => "-".into(),
+        Some(a) => {
+            let mark = match a.comparison.as_ref().map(|c| c.verdict) {
+                Some(Verdict::WithinNoise) => " ≈",
+                Some(Verdict::Better) | Some(Verdict::Worse) => "",
+                _ => " ?",
+            };
+            format!("{}%{mark}", group_thousands(a.pct, 2))
+        }
+    }
+}
+
+fn title_of(t: &Table) -> String {
+    let mut s = format!("{} · {}", t.workload, t.title);
+    if !t.fixed.is_empty() {
+        let _ = write!(s, " · {}", t.fixed);
+    }
+    s
+}
+
+fn header(t: &Table) -> Vec<String> {
+    let mut h = vec![t.row_param.clone()];
+    h.extend(t.columns.iter().cloned());
+    for c in t.columns.iter().skip(1) {
+        h.push(format!("{c} advantage"));
+    }
+    h
+}
+
+fn row_cells(t: &Table, r: &Row, with_ci: bool) -> Vec<String> {
+    let mut v = vec![r.label.clone()];
+    v.extend(r.cells.iter().map(|c| cell_text(c, t.decimals, with_ci)));
+    v.extend(r.advantages.iter().map(advantage_text));
+    v
+}
+
+/// When some intervals are below 95 % confidence (a median from fewer
+/// than 6 repetitions can only be bracketed by [min, max]), say so.
+fn confidence_note(t: &Table) -> Option<String> {
+    let level = t
+        .rows
+        .iter()
+        .flat_map(|r| r.cells.iter().flatten())
+        .filter_map(|c| c.ci.as_ref().map(|i| i.level))
+        .fold(f64::INFINITY, f64::min);
+    (level.is_finite() && level < 0.949).then(|| {
+        format!(
+            "(± here is only a {:.0}% interval: too few repetitions for 95%)",
+            level * 100.0
+        )
+    })
+}
+
+fn legend(report: &RunReport) -> String {
+    format!(
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it (not a real difference); ? = too few repetitions to tell.\n",
+        selection_text(report.selection),
+        report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
+    )
+}
+
+fn terminal(report: &RunReport) -> String {
+    let mut out = String::new();
+    let r = &report.run;
+    let _ = writeln!(
+        out,
+        "Run {} · study {} · {} · {} → {}{}",
+        r.id,
+        r.study_name,
+        format!("{:?}", r.status).to_lowercase(),
+        r.started_at,
+        r.ended_at.as_deref().unwrap_or("…"),
+        if r.options.quick || r.options.scale != 1.0 {
+            format!(
+                " · trial run (scale {}{})",
+                r.options.scale,
+                if r.options.quick { ", quick" } else { "" }
+            )
+        } else {
+            String::new()
+        }
+    );
+    for c in &report.configurations {
+        let _ = writeln!(out, "  configuration {}: {}", c.name, c.description);
+    }
+    for t in &report.tables {
+        out.push('\n');
+        let _ = writeln!(out, "{}", title_of(t));
+        let mut rows = vec![header(t)];
+        rows.extend(t.rows.iter().map(|r| row_cells(t, r, true)));
+        if let Some(a) = &t.average {
+            rows.push(row_cells(t, a, true));
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+            .collect();
+        for (n, row) in rows.iter().enumerate() {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:>w$}", w = *w))
+                .collect();
+            let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+            if n == 0 {
+                let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+                let _ = writeln!(out, "  {}", "-".repeat(total));
+            }
+        }
+        if let Some(note) = confidence_note(t) {
+            let _ = writeln!(out, "  {note}");
+        }
+    }
+    if !report.tables.is_empty() {
+        out.push('\n');
+        out.push_str(&legend(report));
+    }
+    failures(report, &mut out);
+    out
+}
+
+fn failures(report: &RunReport, out: &mut String) {
+    if report.failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} repetition(s) without a figure:",
+        report.failures.len()
+    );
+    for f in &report.failures {
+        let _ = writeln!(
+            out,
+            "  {} · {} · {} · repetition {}: {:?}: {}",
+            f.configuration, f.workload, f.point, f.repetition, f.status, f.reason
+        );
+    }
+}
+
+fn markdown(report: &RunReport) -> String {
+    let mut out = String::new();
+    let r = &report.run;
+    let _ = writeln!(out, "# {}\n", r.study_name);
+    if !r.description.is_empty() {
+        let _ = writeln!(out, "{}\n", r.description);
+    }
+    let _ = writeln!(
+        out,
+        "Run {} ({:?}), {} → {}.\n",
+        r.id,
+        r.status,
+        r.started_at,
+        r.ended_at.as_deref().unwrap_or("…")
+    );
+    for t in &report.tables {
+        let _ = writeln!(out, "## {}\n", title_of(t));
+        let h = header(t);
+        let _ = writeln!(out, "| {} |", h.join(" | "));
+        let _ = writeln!(out, "|{}", "---:|".repeat(h.len()));
+        for row in t.rows.iter().chain(t.average.iter()) {
+            let _ = writeln!(out, "| {} |", row_cells(t, row, true).join(" | "));
+        }
+        if let Some(note) = confidence_note(t) {
+            let _ = writeln!(out, "\n{note}");
+        }
+        out.push('\n');
+    }
+    out.push_str(&legend(report));
+    failures(report, &mut out);
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv(report: &RunReport) -> String {
+    let mut out = String::from(
+        "run,workload,kind,metric,fixed,row_param,row,configuration,value,ci_lo,ci_hi,ci_level,n,failed,advantage_pct,verdict\n",
+    );
+    for t in &report.tables {
+        for row in t.rows.iter().chain(t.average.iter()) {
+            for (c, cell) in row.cells.iter().enumerate() {
+                let Some(cell) = cell else { continue };
+                let adv = if c == 0 {
+                    None
+                } else {
+                    row.advantages[c - 1].as_ref()
+                };
+                let ci = cell.ci.as_ref();
+                let fields = [
+                    report.run.id.to_string(),
+                    t.workload.clone(),
+                    t.kind.clone(),
+                    t.metric.clone(),
+                    t.fixed.clone(),
+                    t.row_param.clone(),
+                    row.label.clone(),
+                    t.columns[c].clone(),
+                    cell.value.to_string(),
+                    ci.map(|i| i.lo.to_string()).unwrap_or_default(),
+                    ci.map(|i| i.hi.to_string()).unwrap_or_default(),
+                    ci.map(|i| i.level.to_string()).unwrap_or_default(),
+                    cell.values.len().to_string(),
+                    cell.failed.to_string(),
+                    adv.map(|a| a.pct.to_string()).unwrap_or_default(),
+                    adv.and_then(|a| a.comparison.as_ref())
+                        .and_then(|c| serde_json::to_value(c.verdict).ok())
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                ];
+                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+                let _ = writeln!(out, "{}", line.join(","));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands() {
+        assert_eq!(group_thousands(8607.414, 2), "8,607.41");
+        assert_eq!(group_thousands(1749.8234, 2), "1,749.82");
+        assert_eq!(group_thousands(32.0, 0), "32");
+        assert_eq!(group_thousands(-1234.5, 1), "-1,234.5");
+        assert_eq!(group_thousands(-0.001, 2), "0.00");
+        assert_eq!(group_thousands(1_000_000.0, 0), "1,000,000");
+    }
+}
