@@ -49,11 +49,7 @@ pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
 pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::Result<()> {
     let mut state = State::Greeting;
     let mut server: Option<RunningServer> = None;
-    loop {
-        let req: Request = match read_frame(&mut r)? {
-            Some(req) => req,
-            None => break,
-        };
+    while let Some(req) = read_frame::<_, Request>(&mut r)? {
         let refuse = |state: State, what: &str| Response::Refused {
             reason: format!("`{what}` is not allowed in state {state:?}"),
             state,

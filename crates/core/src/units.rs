@@ -44,7 +44,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (factor, name) in UNITS {
-        if bytes >= factor && bytes % factor == 0 {
+        if bytes >= factor && bytes.is_multiple_of(factor) {
             return format!("{}{}", bytes / factor, name);
         }
     }

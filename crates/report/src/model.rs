@@ -241,7 +241,11 @@ pub fn build(
         }
         for g in groups {
             let gpoints: Vec<_> = wpoints.iter().filter(|r| group_of(r.0) == g).collect();
-            let specs = wl.table_metrics(&gpoints[0].0.params);
+            // Captions come from what is fixed within the table: the row
+            // parameter varies, so the workload does not see it.
+            let mut fixed = gpoints[0].0.params.clone();
+            fixed.0.remove(&entry.rows);
+            let specs = wl.table_metrics(&fixed);
             // Row values in numeric order.
             let mut row_values: Vec<(f64, String)> = Vec::new();
             for r in &gpoints {

@@ -1,0 +1,1097 @@
+//! Plumbing shared by the three network workloads: the `protocol`
+//! parameter, socket setup (listen / accept / connect with abort polling),
+//! thin `send`/`recv` wrappers for the measured loops, the phase timer that
+//! ends warm-up and the measured interval, the request/response exchange used
+//! by `net.rr` and `net.pingpong` (both sides), and helpers that turn CPU
+//! figures into metrics.
+//!
+//! Blocking without polling: every data socket gets `SO_RCVTIMEO` /
+//! `SO_SNDTIMEO` of at most [`ABORT_POLL`], so a call that blocks returns
+//! `EAGAIN` at that interval and the caller looks at the abort flag. A call
+//! that does not block pays nothing for this, unlike a `poll()` before every
+//! `recv()`.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use benchlab_core::cpu::CpuSnapshot;
+use benchlab_core::param::{ParamDefault, ParamError, ParamKind, ParamSpec, Params};
+use benchlab_core::{CpuUsage, ServerCtx, SideResult, WorkloadError, ABORT_POLL};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// The `protocol` parameter shared by all three workloads.
+pub(crate) const PROTOCOL: ParamSpec = ParamSpec {
+    name: "protocol",
+    kind: ParamKind::Choice(&["tcp", "udp"]),
+    default: ParamDefault::Str("tcp"),
+    help: "transport: tcp or udp",
+};
+
+/// Largest UDP payload over IPv4: 65535 − 20 (IP) − 8 (UDP) bytes; netperf's
+/// `UDP_LENGTH_MAX`.
+pub(crate) const UDP_MAX_PAYLOAD: u64 = 65507;
+
+/// How long a server waits for its one client (TCP accept, or the first UDP
+/// datagram) before it gives up.
+pub(crate) const ACCEPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a TCP sender waits for the receiver's EOF after its own
+/// `shutdown(SHUT_WR)`; with many MB queued on a slow path the drain takes a
+/// while, but a receiver that never closes must not hang the point.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After this long without a reply, a UDP request/response exchange counts
+/// as lost (netperf would stall until its test timer fires instead).
+pub(crate) const UDP_LOSS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// `SO_RCVTIMEO` of UDP clients that wait for replies: a fraction of both
+/// [`ABORT_POLL`] and [`UDP_LOSS_TIMEOUT`], so that each is honoured to
+/// within this slice.
+const UDP_REPLY_SLICE: Duration = Duration::from_millis(100);
+
+/// netperf's `PAD_TIME`: a UDP receiver that never sees the end markers
+/// stops on its own this long after the sender's planned end.
+pub(crate) const PAD_TIME: Duration = Duration::from_secs(4);
+
+/// The transport of a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    /// Reads the `protocol` parameter.
+    pub(crate) fn from_params(params: &Params) -> Result<Self, ParamError> {
+        match params.str(PROTOCOL.name)? {
+            "tcp" => Ok(Proto::Tcp),
+            "udp" => Ok(Proto::Udp),
+            other => Err(ParamError {
+                name: PROTOCOL.name.into(),
+                problem: format!("expected \"tcp\" or \"udp\", got {other:?}"),
+            }),
+        }
+    }
+
+    /// For `validate()` and `table_metrics()`, which cannot fail: anything
+    /// but `udp` is TCP (stage-one validation already rejected bad words).
+    pub(crate) fn or_tcp(params: &Params) -> Self {
+        Self::from_params(params).unwrap_or(Proto::Tcp)
+    }
+
+    fn socket_type(self) -> (Type, Protocol) {
+        match self {
+            Proto::Tcp => (Type::STREAM, Protocol::TCP),
+            Proto::Udp => (Type::DGRAM, Protocol::UDP),
+        }
+    }
+}
+
+/// A seconds parameter as a [`Duration`].
+pub(crate) fn secs(params: &Params, name: &str) -> Result<Duration, WorkloadError> {
+    let s = params.f64(name)?;
+    Duration::try_from_secs_f64(s).map_err(|_| {
+        WorkloadError::Param(ParamError {
+            name: name.into(),
+            problem: format!("expected a non-negative number of seconds, got {s}"),
+        })
+    })
+}
+
+/// A byte-size parameter as `usize`.
+pub(crate) fn size(params: &Params, name: &str) -> Result<usize, WorkloadError> {
+    Ok(params.u64(name)? as usize)
+}
+
+/// An optional byte-size parameter as `usize`.
+pub(crate) fn opt_size(params: &Params, name: &str) -> Result<Option<usize>, WorkloadError> {
+    Ok(params.opt_u64(name)?.map(|v| v as usize))
+}
+
+/// Common checks for `validate()`: the duration is positive and the warm-up
+/// not negative, when they are set.
+pub(crate) fn validate_times(params: &Params) -> Result<(), (String, String)> {
+    if let Ok(d) = params.f64("duration_s") {
+        if !(d > 0.0 && d.is_finite()) {
+            return Err(("duration_s".into(), format!("must be > 0, got {d}")));
+        }
+    }
+    if let Ok(w) = params.f64("warmup_s") {
+        if !(w >= 0.0 && w.is_finite()) {
+            return Err(("warmup_s".into(), format!("must be >= 0, got {w}")));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a socket-buffer size: `setsockopt` takes a C `int`.
+pub(crate) fn validate_buffer(params: &Params, name: &str) -> Result<(), (String, String)> {
+    match params.opt_u64(name) {
+        Ok(Some(0)) => Err((name.into(), "must be at least 1 byte".into())),
+        Ok(Some(v)) if v > i32::MAX as u64 => Err((
+            name.into(),
+            format!("must be at most {} bytes (a C int)", i32::MAX),
+        )),
+        _ => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Socket setup
+
+/// Socket buffer sizes to set before connect/listen; `None` leaves the
+/// kernel's default and autotuning alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Bufs {
+    pub(crate) send: Option<usize>,
+    pub(crate) recv: Option<usize>,
+}
+
+fn io_err(what: &str, step: &str) -> impl FnOnce(io::Error) -> WorkloadError {
+    let context = format!("{what}: {step}");
+    move |e| WorkloadError::io(context, e)
+}
+
+fn new_socket(proto: Proto, ip: IpAddr, bufs: Bufs, what: &str) -> Result<Socket, WorkloadError> {
+    let (ty, protocol) = proto.socket_type();
+    let domain = Domain::for_address(SocketAddr::new(ip, 0));
+    let s = Socket::new(domain, ty, Some(protocol)).map_err(io_err(what, "socket"))?;
+    // Set before connect()/listen(): the TCP window scale is fixed by the
+    // SYN, so a later SO_RCVBUF would not take full effect (netperf does the
+    // same with -s/-S).
+    if let Some(n) = bufs.send {
+        s.set_send_buffer_size(n)
+            .map_err(io_err(what, "setsockopt(SO_SNDBUF)"))?;
+    }
+    if let Some(n) = bufs.recv {
+        s.set_recv_buffer_size(n)
+            .map_err(io_err(what, "setsockopt(SO_RCVBUF)"))?;
+    }
+    Ok(s)
+}
+
+/// Waits until `fd` reports `events`, waking every [`ABORT_POLL`] to check
+/// `abort`; fails after `within` with `timeout_msg`.
+fn wait_fd(
+    fd: RawFd,
+    events: libc::c_short,
+    abort: &AtomicBool,
+    within: Duration,
+    what: &str,
+    timeout_msg: &str,
+) -> Result<(), WorkloadError> {
+    let deadline = Instant::now() + within;
+    loop {
+        if abort.load(Ordering::Relaxed) {
+            return Err(WorkloadError::Aborted);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(WorkloadError::Other(format!(
+                "{what}: {timeout_msg} within {:.0} s",
+                within.as_secs_f64()
+            )));
+        }
+        // Round up so that a sub-millisecond remainder does not spin.
+        let wait_ms = (deadline - now).min(ABORT_POLL).as_micros().div_ceil(1000) as libc::c_int;
+        let mut pfd = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, count 1.
+        let r = unsafe { libc::poll(&mut pfd, 1, wait_ms) };
+        if r > 0 {
+            // Ready, or an error condition the next call will report.
+            return Ok(());
+        }
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(WorkloadError::io(format!("{what}: poll"), e));
+            }
+        }
+    }
+}
+
+/// The server's socket: a listening TCP socket or a bound UDP socket on
+/// `ip` port 0, and the port the kernel picked.
+pub(crate) fn bind_server(
+    proto: Proto,
+    ip: IpAddr,
+    bufs: Bufs,
+    what: &str,
+) -> Result<(Socket, u16), WorkloadError> {
+    let s = new_socket(proto, ip, bufs, what)?;
+    s.bind(&SocketAddr::new(ip, 0).into())
+        .map_err(io_err(what, &format!("bind {ip} port 0")))?;
+    if proto == Proto::Tcp {
+        // One point = one data connection; a backlog of 1 is enough.
+        s.listen(1).map_err(io_err(what, "listen"))?;
+    }
+    let port = s
+        .local_addr()
+        .map_err(io_err(what, "getsockname"))?
+        .as_socket()
+        .map(|a| a.port())
+        .ok_or_else(|| WorkloadError::Other(format!("{what}: bound address is not IP")))?;
+    Ok((s, port))
+}
+
+/// Waits for the one client: accepts the TCP connection, or, for UDP,
+/// waits for the first datagram and connects the socket to its sender so
+/// that only that client's datagrams arrive from then on. Either waits at
+/// most `within` (normally [`ACCEPT_TIMEOUT`]).
+pub(crate) fn await_client(
+    proto: Proto,
+    server: Socket,
+    abort: &AtomicBool,
+    within: Duration,
+    what: &str,
+) -> Result<Socket, WorkloadError> {
+    let msg = match proto {
+        Proto::Tcp => "no client connected",
+        Proto::Udp => "no datagram from a client arrived",
+    };
+    wait_fd(server.as_raw_fd(), libc::POLLIN, abort, within, what, msg)?;
+    match proto {
+        Proto::Tcp => {
+            let (s, _) = server.accept().map_err(io_err(what, "accept"))?;
+            Ok(s)
+        }
+        Proto::Udp => {
+            // Peeking leaves the datagram queued for the measured loop.
+            let peer = server
+                .peek_sender()
+                .map_err(io_err(what, "recvfrom(MSG_PEEK)"))?;
+            server
+                .connect(&peer)
+                .map_err(io_err(what, "connect to the client"))?;
+            Ok(server)
+        }
+    }
+}
+
+/// Connects a client data socket to `addr` (non-blocking connect polled
+/// every [`ABORT_POLL`], at most [`ACCEPT_TIMEOUT`]); UDP sockets are
+/// connected too, so that plain `send()`/`recv()` work and ICMP errors are
+/// reported.
+pub(crate) fn connect(
+    proto: Proto,
+    addr: SocketAddr,
+    bufs: Bufs,
+    abort: &AtomicBool,
+    what: &str,
+) -> Result<Socket, WorkloadError> {
+    let s = new_socket(proto, addr.ip(), bufs, what)?;
+    let sa = SockAddr::from(addr);
+    let step = format!("connect to {addr}");
+    if proto == Proto::Udp {
+        s.connect(&sa).map_err(io_err(what, &step))?;
+        return Ok(s);
+    }
+    s.set_nonblocking(true)
+        .map_err(io_err(what, "set non-blocking"))?;
+    match s.connect(&sa) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+            wait_fd(
+                s.as_raw_fd(),
+                libc::POLLOUT,
+                abort,
+                ACCEPT_TIMEOUT,
+                what,
+                &format!("could not connect to {addr}"),
+            )?;
+            if let Some(e) = s.take_error().map_err(io_err(what, "SO_ERROR"))? {
+                return Err(WorkloadError::io(format!("{what}: {step}"), e));
+            }
+        }
+        Err(e) => return Err(WorkloadError::io(format!("{what}: {step}"), e)),
+    }
+    s.set_nonblocking(false)
+        .map_err(io_err(what, "set blocking"))?;
+    Ok(s)
+}
+
+/// Sets `SO_RCVTIMEO` to `recv` and `SO_SNDTIMEO` to [`ABORT_POLL`] (see the
+/// module docs for why).
+pub(crate) fn set_timeouts(s: &Socket, recv: Duration, what: &str) -> Result<(), WorkloadError> {
+    s.set_read_timeout(Some(recv))
+        .map_err(io_err(what, "setsockopt(SO_RCVTIMEO)"))?;
+    s.set_write_timeout(Some(ABORT_POLL))
+        .map_err(io_err(what, "setsockopt(SO_SNDTIMEO)"))
+}
+
+/// Sets `TCP_NODELAY` as asked (both netperf and sfnt-pingpong leave Nagle
+/// on unless told otherwise).
+pub(crate) fn set_nodelay(s: &Socket, nodelay: bool, what: &str) -> Result<(), WorkloadError> {
+    s.set_tcp_nodelay(nodelay)
+        .map_err(io_err(what, "setsockopt(TCP_NODELAY)"))
+}
+
+/// Turns on `IP_RECVERR` (or `IPV6_RECVERR`) on a UDP sender, as netperf's
+/// `enable_enobufs()` does: without it Linux hides a full device queue
+/// from `send()` and the datagram is silently dropped instead of counted
+/// as a failed send.
+pub(crate) fn enable_recverr(s: &Socket, ip: IpAddr, what: &str) -> Result<(), WorkloadError> {
+    let (level, opt) = match ip {
+        IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_RECVERR),
+        IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_RECVERR),
+    };
+    let one: libc::c_int = 1;
+    // SAFETY: the option value is a c_int that lives across the call.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(WorkloadError::io(
+            format!("{what}: setsockopt(IP_RECVERR)"),
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Raw I/O for the measured loops. They call libc directly: no allocation,
+// MSG_NOSIGNAL so that a vanished peer is an error and not SIGPIPE, and
+// flags (MSG_WAITALL, MSG_TRUNC) that std does not expose.
+
+/// `send(fd, buf, MSG_NOSIGNAL)`.
+#[inline]
+pub(crate) fn sys_send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes during the call.
+    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// `recv(fd, buf, flags)`. With `MSG_TRUNC` on a datagram socket the result
+/// is the datagram's full length even when `buf` is shorter.
+#[inline]
+pub(crate) fn sys_recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Whether an error only means "woke up without progress": a socket
+/// timeout (`EAGAIN`) or a signal (`EINTR`).
+#[inline]
+pub(crate) fn is_wakeup(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// The slow path after a failed call: a wake-up checks `abort` and asks the
+/// caller to retry; anything else is fatal.
+#[cold]
+#[inline(never)]
+pub(crate) fn retry_or_fail(
+    e: io::Error,
+    abort: &AtomicBool,
+    what: &'static str,
+) -> Result<(), WorkloadError> {
+    if !is_wakeup(&e) {
+        return Err(WorkloadError::io(what, e));
+    }
+    check_abort(abort)
+}
+
+/// Whether a UDP send failed for a full device queue or lack of memory:
+/// netperf's non-fatal "failed sends".
+#[inline]
+pub(crate) fn is_enobufs(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ENOMEM))
+}
+
+/// `Err(Aborted)` once the abort flag is set.
+#[inline]
+pub(crate) fn check_abort(abort: &AtomicBool) -> Result<(), WorkloadError> {
+    if abort.load(Ordering::Relaxed) {
+        Err(WorkloadError::Aborted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Sends all of `buf` on a stream socket (a timed-out or short send is
+/// continued).
+#[inline]
+pub(crate) fn send_all(
+    fd: RawFd,
+    buf: &[u8],
+    abort: &AtomicBool,
+    what: &'static str,
+) -> Result<(), WorkloadError> {
+    let mut off = 0;
+    while off < buf.len() {
+        match sys_send(fd, &buf[off..]) {
+            Ok(n) => off += n,
+            Err(e) => retry_or_fail(e, abort, what)?,
+        }
+    }
+    Ok(())
+}
+
+/// Receives exactly `buf.len()` bytes from a stream socket with
+/// `MSG_WAITALL` (continued after a timeout or signal cut it short, as
+/// sfnt-pingpong and netperf's `NETPERF_WAITALL` loop do). Returns `false`
+/// on an orderly EOF before the first byte.
+#[inline]
+pub(crate) fn recv_exact(
+    fd: RawFd,
+    buf: &mut [u8],
+    abort: &AtomicBool,
+    what: &'static str,
+) -> Result<bool, WorkloadError> {
+    let mut off = 0;
+    while off < buf.len() {
+        match sys_recv(fd, &mut buf[off..], libc::MSG_WAITALL) {
+            Ok(0) if off == 0 => return Ok(false),
+            Ok(0) => return Err(truncated(what, off, buf.len())),
+            Ok(n) => off += n,
+            Err(e) => retry_or_fail(e, abort, what)?,
+        }
+    }
+    Ok(true)
+}
+
+#[cold]
+fn truncated(what: &str, got: usize, want: usize) -> WorkloadError {
+    WorkloadError::Other(format!(
+        "{what}: the peer closed the connection after {got} of {want} bytes of a message"
+    ))
+}
+
+/// TCP sender's end, as netperf: `shutdown(SHUT_WR)`, then wait until the
+/// peer has read everything and closed (recv returns 0).
+pub(crate) fn tcp_drain(
+    s: &Socket,
+    abort: &AtomicBool,
+    what: &'static str,
+) -> Result<(), WorkloadError> {
+    let mut scratch = [0u8; 4096];
+    s.shutdown(Shutdown::Write)
+        .map_err(io_err(what, "shutdown(SHUT_WR)"))?;
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    loop {
+        match sys_recv(s.as_raw_fd(), &mut scratch, 0) {
+            Ok(0) => return Ok(()),
+            // Nothing is expected back; whatever comes is discarded.
+            Ok(_) => {}
+            Err(e) => {
+                retry_or_fail(e, abort, what)?;
+                if Instant::now() >= deadline {
+                    return Err(WorkloadError::Other(format!(
+                        "{what}: the peer did not close the connection within {} s of the end",
+                        DRAIN_TIMEOUT.as_secs()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// Sends netperf's three end-of-test datagrams, of `len` bytes (a length
+/// the receiver never sees in data), sleeping `gaps[i]` before the i-th.
+/// Errors are ignored: the receiver may already be gone, and it has its
+/// own timer.
+pub(crate) fn udp_end_markers(fd: RawFd, len: usize, gaps: &[Duration; 3]) {
+    let marker = [0u8; 1];
+    for gap in gaps {
+        if !gap.is_zero() {
+            std::thread::sleep(*gap);
+        }
+        let _ = sys_send(fd, &marker[..len.min(1)]);
+    }
+}
+
+/// Length of the end marker for datagrams of `size` bytes: zero-length, as
+/// netperf, unless the data itself is zero-length (sfnt-pingpong's UDP
+/// sweep starts at 0 B), then one byte.
+pub(crate) fn marker_len(size: usize) -> usize {
+    if size == 0 {
+        1
+    } else {
+        0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Phase timer
+
+struct TimerShared {
+    warm_done: AtomicBool,
+    stop: AtomicBool,
+    aborted: AtomicBool,
+    cancel: AtomicBool,
+    /// When `stop` is due, in ns after the timer's origin; `u64::MAX` until
+    /// [`Timer::measure_for`] arms it.
+    stop_at_ns: AtomicU64,
+}
+
+/// A helper thread that flips flags at the end of warm-up and at the end of
+/// the measured interval, so that measured loops only do a `Relaxed` load
+/// per iteration instead of reading the clock. It also watches the abort
+/// flag: on abort it sets every flag, which ends any loop, and
+/// [`Timer::aborted`] says why.
+pub(crate) struct Timer {
+    shared: Arc<TimerShared>,
+    origin: Instant,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Timer {
+    /// Starts the clock now: warm-up ends after `warmup` (at once when zero);
+    /// `stop` stays clear until [`Timer::measure_for`].
+    pub(crate) fn start(warmup: Duration, abort: Arc<AtomicBool>) -> Result<Timer, WorkloadError> {
+        let shared = Arc::new(TimerShared {
+            warm_done: AtomicBool::new(warmup.is_zero()),
+            stop: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
+            cancel: AtomicBool::new(false),
+            stop_at_ns: AtomicU64::new(u64::MAX),
+        });
+        let origin = Instant::now();
+        let sh = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("wl-net-timer".into())
+            .spawn(move || timer_thread(&sh, origin, warmup, &abort))
+            .map_err(|e| WorkloadError::io("starting the phase timer thread", e))?;
+        Ok(Timer {
+            shared,
+            origin,
+            handle: Some(handle),
+        })
+    }
+
+    /// Arms the end of the measured interval at now + `d`. Called right
+    /// after the start snapshot, so the measured interval is never shorter
+    /// than `d` however late the loop noticed the end of warm-up.
+    pub(crate) fn measure_for(&self, d: Duration) {
+        let at = self.origin.elapsed() + d;
+        self.shared.stop_at_ns.store(
+            at.as_nanos().min(u64::MAX as u128 - 1) as u64,
+            Ordering::Relaxed,
+        );
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
+        }
+    }
+
+    /// Warm-up is over (or the run was aborted).
+    #[inline]
+    pub(crate) fn warm_done(&self) -> bool {
+        self.shared.warm_done.load(Ordering::Relaxed)
+    }
+
+    /// The measured interval is over (or the run was aborted).
+    #[inline]
+    pub(crate) fn stopped(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// The flags were set because of the abort flag.
+    pub(crate) fn aborted(&self) -> bool {
+        self.shared.aborted.load(Ordering::Relaxed)
+    }
+}
+
+fn timer_thread(sh: &TimerShared, origin: Instant, warmup: Duration, abort: &AtomicBool) {
+    loop {
+        if sh.cancel.load(Ordering::Relaxed) {
+            return;
+        }
+        if abort.load(Ordering::Relaxed) {
+            sh.aborted.store(true, Ordering::Relaxed);
+            sh.warm_done.store(true, Ordering::Relaxed);
+            sh.stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        let now = origin.elapsed();
+        let mut next = now + ABORT_POLL;
+        if !sh.warm_done.load(Ordering::Relaxed) {
+            if now >= warmup {
+                sh.warm_done.store(true, Ordering::Relaxed);
+            } else {
+                next = next.min(warmup);
+            }
+        }
+        let stop_at = sh.stop_at_ns.load(Ordering::Relaxed);
+        if stop_at != u64::MAX {
+            let stop_at = Duration::from_nanos(stop_at);
+            if now >= stop_at {
+                sh.stop.store(true, Ordering::Relaxed);
+                return;
+            }
+            next = next.min(stop_at);
+        }
+        // park_timeout so that measure_for() and Drop can wake us early.
+        std::thread::park_timeout(next.saturating_sub(now));
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Request/response exchange (net.rr and net.pingpong)
+
+/// What one exchange came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The whole response arrived.
+    Done,
+    /// UDP only: no response within [`UDP_LOSS_TIMEOUT`].
+    Lost,
+}
+
+/// The client end of a request/response pair: one request in flight, its
+/// buffers allocated up front.
+pub(crate) struct Exchanger {
+    socket: Socket,
+    fd: RawFd,
+    proto: Proto,
+    req: Vec<u8>,
+    rsp: Vec<u8>,
+    abort: Arc<AtomicBool>,
+}
+
+/// Error context of the exchange calls (static: built only on failure).
+const EXCHANGE: &str = "client exchange";
+
+impl Exchanger {
+    /// Connects to `addr` and prepares `req_size`/`rsp_size` buffers.
+    pub(crate) fn connect(
+        proto: Proto,
+        addr: SocketAddr,
+        req_size: usize,
+        rsp_size: usize,
+        nodelay: bool,
+        abort: Arc<AtomicBool>,
+        what: &str,
+    ) -> Result<Exchanger, WorkloadError> {
+        let socket = connect(proto, addr, Bufs::default(), &abort, what)?;
+        let slice = match proto {
+            Proto::Tcp => {
+                set_nodelay(&socket, nodelay, what)?;
+                ABORT_POLL
+            }
+            Proto::Udp => UDP_REPLY_SLICE,
+        };
+        set_timeouts(&socket, slice, what)?;
+        Ok(Exchanger {
+            fd: socket.as_raw_fd(),
+            socket,
+            proto,
+            req: vec![0; req_size],
+            rsp: vec![0; rsp_size],
+            abort,
+        })
+    }
+
+    /// One request and its response.
+    #[inline]
+    pub(crate) fn exchange(&mut self) -> Result<Outcome, WorkloadError> {
+        match self.proto {
+            Proto::Tcp => {
+                send_all(self.fd, &self.req, &self.abort, EXCHANGE)?;
+                if !recv_exact(self.fd, &mut self.rsp, &self.abort, EXCHANGE)? {
+                    return Err(WorkloadError::Other(format!(
+                        "{EXCHANGE}: the server closed the connection"
+                    )));
+                }
+                Ok(Outcome::Done)
+            }
+            Proto::Udp => {
+                loop {
+                    match sys_send(self.fd, &self.req) {
+                        Ok(_) => break,
+                        // A full device queue: the datagram did not leave;
+                        // send it again rather than wait for a reply that
+                        // cannot come.
+                        Err(e) if is_enobufs(&e) => check_abort(&self.abort)?,
+                        Err(e) => retry_or_fail(e, &self.abort, EXCHANGE)?,
+                    }
+                }
+                let mut slices = 0u32;
+                loop {
+                    match sys_recv(self.fd, &mut self.rsp, libc::MSG_TRUNC) {
+                        Ok(n) if n == self.rsp.len() => return Ok(Outcome::Done),
+                        Ok(n) => return Err(unexpected_datagram(n, self.rsp.len())),
+                        Err(e) => {
+                            let timed_out = e.kind() == io::ErrorKind::WouldBlock;
+                            retry_or_fail(e, &self.abort, EXCHANGE)?;
+                            if timed_out {
+                                slices += 1;
+                                if UDP_REPLY_SLICE * slices >= UDP_LOSS_TIMEOUT {
+                                    return Ok(Outcome::Lost);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the exchange the netperf way: TCP half-close and wait for the
+    /// server's EOF; UDP three end-marker datagrams.
+    pub(crate) fn finish(self) -> Result<(), WorkloadError> {
+        match self.proto {
+            Proto::Tcp => tcp_drain(&self.socket, &self.abort, EXCHANGE),
+            Proto::Udp => {
+                udp_end_markers(self.fd, marker_len(self.req.len()), &[Duration::ZERO; 3]);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cold]
+fn unexpected_datagram(got: usize, want: usize) -> WorkloadError {
+    WorkloadError::Other(format!(
+        "{EXCHANGE}: a {got}-byte datagram arrived where a {want}-byte response was expected"
+    ))
+}
+
+/// How the server side of a request/response workload runs and names its
+/// counters.
+pub(crate) struct ServeSpec {
+    pub(crate) proto: Proto,
+    pub(crate) req_size: usize,
+    pub(crate) rsp_size: usize,
+    pub(crate) nodelay: bool,
+    pub(crate) warmup: Duration,
+    /// Counter of all answered requests (`transactions`, `echoed`).
+    pub(crate) total_name: &'static str,
+    /// Counter of those answered after the server's own warm-up mark.
+    pub(crate) measured_name: &'static str,
+    pub(crate) what: &'static str,
+}
+
+/// Server side of `net.rr` and `net.pingpong`: answer every request of
+/// `req_size` bytes with `rsp_size` bytes until the client's end (TCP EOF,
+/// a UDP end marker, or, when the markers are lost, [`PAD_TIME`] without a
+/// request: a live client sends at least every [`UDP_LOSS_TIMEOUT`], so
+/// such a silence means it has gone; that needs no clock read per request,
+/// and works also when the client runs a fixed number of iterations of
+/// unknown length).
+///
+/// The server cannot see the client's warm-up, so it marks its own: its CPU
+/// window starts `warmup` after the first request (the client started its
+/// warm-up one round trip earlier) and ends at the client's end. The total
+/// count is exact; the measured count is that approximate window's.
+pub(crate) fn serve_requests(
+    spec: &ServeSpec,
+    ctx: &ServerCtx,
+    ready: &mut dyn FnMut(u16),
+) -> Result<SideResult, WorkloadError> {
+    let what = spec.what;
+    let abort = &*ctx.abort;
+    let (sock, port) = bind_server(spec.proto, ctx.bind, Bufs::default(), what)?;
+    ready(port);
+    let sock = await_client(spec.proto, sock, abort, ACCEPT_TIMEOUT, what)?;
+    if spec.proto == Proto::Tcp {
+        set_nodelay(&sock, spec.nodelay, what)?;
+    }
+    set_timeouts(&sock, ABORT_POLL, what)?;
+    let mut rx = Responder {
+        fd: sock.as_raw_fd(),
+        proto: spec.proto,
+        // UDP: room for the whole request; MSG_TRUNC reports longer ones.
+        req: vec![0; spec.req_size],
+        rsp: vec![0; spec.rsp_size],
+        abort,
+        ended_by_timer: false,
+    };
+
+    let mut served = 0u64;
+    // Without warm-up the interval starts now, before the first request.
+    let early_c0 = spec.warmup.is_zero().then(CpuSnapshot::take);
+    let early_c0_taken = early_c0.is_some();
+    // The first request starts the server's warm-up clock.
+    if !rx.next_request()? {
+        return Err(WorkloadError::Other(format!(
+            "{what}: the client ended before sending a request"
+        )));
+    }
+    let timer = Timer::start(spec.warmup, ctx.abort.clone())?;
+    rx.respond()?;
+    served += 1;
+
+    let mut ended = false;
+    while !timer.warm_done() {
+        if !rx.next_request()? {
+            ended = true;
+            break;
+        }
+        rx.respond()?;
+        served += 1;
+    }
+    let c0 = early_c0.unwrap_or_else(CpuSnapshot::take);
+    // Without warm-up the first request belongs to the measured interval.
+    let at_mark = if early_c0_taken { 0 } else { served };
+    if !ended {
+        // `stopped()` is only set by an abort here (no measure_for).
+        while !timer.stopped() {
+            if !rx.next_request()? {
+                break;
+            }
+            rx.respond()?;
+            served += 1;
+        }
+    }
+    let c1 = CpuSnapshot::take();
+    if timer.aborted() || abort.load(Ordering::Relaxed) {
+        return Err(WorkloadError::Aborted);
+    }
+    drop(timer);
+    let cpu = c0.usage_until(&c1);
+    let mut r = side_result(
+        &[
+            (spec.total_name, served),
+            (spec.measured_name, served - at_mark),
+            ("ended_by_timer", rx.ended_by_timer as u64),
+        ],
+        &[("elapsed_s", cpu.elapsed_s)],
+        Some(cpu),
+    );
+    if spec.proto == Proto::Tcp {
+        r.counters.remove("ended_by_timer");
+    }
+    Ok(r)
+}
+
+struct Responder<'a> {
+    fd: RawFd,
+    proto: Proto,
+    req: Vec<u8>,
+    rsp: Vec<u8>,
+    abort: &'a AtomicBool,
+    ended_by_timer: bool,
+}
+
+const RESPOND: &str = "server exchange";
+
+impl Responder<'_> {
+    /// Receives one request; `false` when the client has ended.
+    #[inline]
+    fn next_request(&mut self) -> Result<bool, WorkloadError> {
+        match self.proto {
+            Proto::Tcp => recv_exact(self.fd, &mut self.req, self.abort, RESPOND),
+            Proto::Udp => {
+                // Consecutive ABORT_POLL timeouts: silence since the call.
+                let mut idle = 0u32;
+                loop {
+                    match sys_recv(self.fd, &mut self.req, libc::MSG_TRUNC) {
+                        Ok(n) => return Ok(n == self.req.len()),
+                        Err(e) => {
+                            let timed_out = e.kind() == io::ErrorKind::WouldBlock;
+                            retry_or_fail(e, self.abort, RESPOND)?;
+                            idle += timed_out as u32;
+                            if ABORT_POLL * idle >= PAD_TIME {
+                                self.ended_by_timer = true;
+                                return Ok(false);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the response to the request just received.
+    #[inline]
+    fn respond(&mut self) -> Result<(), WorkloadError> {
+        match self.proto {
+            Proto::Tcp => send_all(self.fd, &self.rsp, self.abort, RESPOND),
+            Proto::Udp => loop {
+                match sys_send(self.fd, &self.rsp) {
+                    Ok(_) => return Ok(()),
+                    // A dropped response is the client's loss to count.
+                    Err(e) if is_enobufs(&e) => return Ok(()),
+                    Err(e) => retry_or_fail(e, self.abort, RESPOND)?,
+                }
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Results and metrics
+
+/// Reports a side's outcome as [`WorkloadError::Aborted`] whenever the abort
+/// flag is set when it returns. The two sides see the abort at different
+/// moments (the timer thread polls every [`ABORT_POLL`]); the side that
+/// notices second usually first sees the connection the other has just
+/// closed, as an error or as an ordinary end, and either is a consequence
+/// of the abort: the controller has abandoned the point anyway.
+pub(crate) fn abort_wins<T>(
+    r: Result<T, WorkloadError>,
+    abort: &AtomicBool,
+) -> Result<T, WorkloadError> {
+    if abort.load(Ordering::Relaxed) {
+        return Err(WorkloadError::Aborted);
+    }
+    r
+}
+
+/// Builds a side's result; `peak_rss_kib` is read now, at the end of the
+/// side's work.
+pub(crate) fn side_result(
+    counters: &[(&str, u64)],
+    values: &[(&str, f64)],
+    cpu: Option<CpuUsage>,
+) -> SideResult {
+    SideResult {
+        counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        cpu,
+        peak_rss_kib: benchlab_core::cpu::peak_rss_kib(),
+        ..SideResult::default()
+    }
+}
+
+/// Inserts a metric unless it is not a finite number (for example CPU
+/// figures when `/proc/stat` was unreadable): a missing metric is honest,
+/// a NaN would poison statistics and JSON.
+pub(crate) fn put(metrics: &mut BTreeMap<String, f64>, name: &str, v: f64) {
+    if v.is_finite() {
+        metrics.insert(name.to_string(), v);
+    }
+}
+
+/// `{side}_cpu_pct` (this process, getrusage) and `{side}_system_cpu_pct`
+/// (whole host, /proc/stat, as netperf).
+pub(crate) fn put_cpu(metrics: &mut BTreeMap<String, f64>, side: &str, cpu: Option<&CpuUsage>) {
+    if let Some(c) = cpu {
+        put(metrics, &format!("{side}_cpu_pct"), c.process_util_pct);
+        put(
+            metrics,
+            &format!("{side}_system_cpu_pct"),
+            c.system_util_pct,
+        );
+    }
+}
+
+/// The server's result, which every net workload needs.
+pub(crate) fn need_server(
+    server: Option<SideResult>,
+    kind: &str,
+) -> Result<SideResult, WorkloadError> {
+    server
+        .ok_or_else(|| WorkloadError::Other(format!("{kind}: the server side's result is missing")))
+}
+
+/// The client context's server address.
+pub(crate) fn server_addr(
+    server: Option<SocketAddr>,
+    kind: &str,
+) -> Result<SocketAddr, WorkloadError> {
+    server.ok_or_else(|| WorkloadError::Other(format!("{kind}: no server address given")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn accept_gives_up_with_a_clear_error() {
+        let (s, _) = bind_server(Proto::Tcp, LO, Bufs::default(), "test server").unwrap();
+        let abort = AtomicBool::new(false);
+        let t = Instant::now();
+        let e = await_client(
+            Proto::Tcp,
+            s,
+            &abort,
+            Duration::from_millis(300),
+            "test server",
+        )
+        .err()
+        .unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        let msg = e.to_string();
+        assert!(msg.contains("no client connected"), "{msg}");
+    }
+
+    #[test]
+    fn accept_sees_abort() {
+        let (s, _) = bind_server(Proto::Udp, LO, Bufs::default(), "test server").unwrap();
+        let abort = AtomicBool::new(true);
+        let e = await_client(Proto::Udp, s, &abort, ACCEPT_TIMEOUT, "test server")
+            .err()
+            .unwrap();
+        assert!(matches!(e, WorkloadError::Aborted), "{e}");
+    }
+
+    #[test]
+    fn timer_phases_and_measured_interval() {
+        let abort = Arc::new(AtomicBool::new(false));
+        let t = Timer::start(Duration::from_millis(50), abort).unwrap();
+        assert!(!t.warm_done());
+        while !t.warm_done() {
+            std::hint::spin_loop();
+        }
+        let start = Instant::now();
+        t.measure_for(Duration::from_millis(100));
+        while !t.stopped() {
+            std::hint::spin_loop();
+        }
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        assert!(!t.aborted());
+    }
+
+    #[test]
+    fn timer_sets_every_flag_on_abort() {
+        let abort = Arc::new(AtomicBool::new(false));
+        let t = Timer::start(Duration::from_secs(60), abort.clone()).unwrap();
+        abort.store(true, Ordering::Relaxed);
+        let start = Instant::now();
+        while !t.stopped() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(start.elapsed() < ABORT_POLL * 2);
+        assert!(t.warm_done() && t.aborted());
+    }
+
+    #[test]
+    fn zero_warmup_is_done_at_once() {
+        let t = Timer::start(Duration::ZERO, Arc::new(AtomicBool::new(false))).unwrap();
+        assert!(t.warm_done());
+        assert!(!t.stopped());
+    }
+}

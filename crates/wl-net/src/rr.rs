@@ -1,0 +1,339 @@
+//! `net.rr`: request/response, netperf's `TCP_RR` and `UDP_RR`.
+//!
+//! # How it measures
+//!
+//! One transaction is in flight, as netperf without `-b`: the client sends a
+//! `request_size` request and receives the whole `response_size` response
+//! (TCP: `recv(MSG_WAITALL)` continued until complete, netperf's
+//! `NETPERF_WAITALL` loop; UDP: one `recv()`), the server receives the whole
+//! request and sends the response. `TCP_NODELAY` is off unless `nodelay`,
+//! as netperf. The measured loop reads no clock: a timer thread ends
+//! warm-up and the measured interval by setting flags.
+//!
+//! `transactions_per_s = transactions / elapsed_s` over the measured
+//! interval and `rtt_us = 10^6 / transactions_per_s`, netperf's
+//! `RT_LATENCY` with no burst. Warm-up transactions are counted apart
+//! (`warmup_transactions`); the server counts every transaction it served,
+//! so `server transactions = warmup_transactions + transactions` over TCP
+//! (checked by [`combine`](benchlab_core::Workload::combine)).
+//!
+//! *Differs from netperf*:
+//! - The client's interval ends when the last transaction completes, before
+//!   the end handshake (netperf stops its clock after it); a transaction
+//!   in flight when the time is up is completed and counted, where netperf's
+//!   SIGALRM interrupts and drops it. Both change the result by about one
+//!   transaction.
+//! - UDP loss: a lost datagram stalls netperf until its test timer fires.
+//!   Here a reply that has not come within 500 ms counts in
+//!   `lost_transactions` and the client sends the next request. A reply
+//!   later than that would then be taken as the answer to the next request
+//!   (requests carry no sequence number, since they may be 1 byte), which
+//!   shortens that round trip; `lost_transactions > 0` flags such points.
+//! - The UDP end is netperf's three zero-length datagrams; a server that
+//!   misses them stops 4 s (netperf's `PAD_TIME`) after the client's
+//!   planned end.
+//!
+//! **CPU.** The client snapshots its CPU use around its measured interval.
+//! The server cannot see the client's phases, so its interval starts
+//! `warmup_s` after the first request and ends at the client's end; its
+//! `measured_transactions` count that interval. Service demand follows
+//! netperf: system-wide utilization × 10⁴ / (transactions/s) × CPUs, with
+//! the client's rate for both sides; the process variant divides each side's
+//! own CPU time by the transactions of its own interval.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
+use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
+use benchlab_core::{
+    Better, ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
+};
+
+use crate::common::{
+    abort_wins, need_server, opt_size, put, put_cpu, secs, serve_requests, server_addr,
+    side_result, size, validate_times, Exchanger, Outcome, Proto, ServeSpec, Timer, PROTOCOL,
+    UDP_MAX_PAYLOAD,
+};
+
+/// The `net.rr` workload (netperf `TCP_RR` / `UDP_RR`).
+pub struct NetRr;
+
+/// The registered instance.
+pub static RR: NetRr = NetRr;
+
+const KIND: &str = "net.rr";
+
+const REQUEST_SIZE: ParamSpec = ParamSpec {
+    name: "request_size",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Int(1),
+    help: "request bytes (netperf -r; default 1); UDP: at most 65507",
+};
+
+const RESPONSE_SIZE: ParamSpec = ParamSpec {
+    name: "response_size",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Unset,
+    help: "response bytes; unset: request_size, as netperf -r N",
+};
+
+const NODELAY: ParamSpec = ParamSpec {
+    name: "nodelay",
+    kind: ParamKind::Bool,
+    default: ParamDefault::Bool(false),
+    help: "set TCP_NODELAY on both sides (netperf -D; off by default, as netperf)",
+};
+
+const PARAMS: &[ParamSpec] = &[
+    PROTOCOL,
+    REQUEST_SIZE,
+    RESPONSE_SIZE,
+    NODELAY,
+    DURATION,
+    WARMUP,
+];
+
+const TCP_LABEL: &str = "TCP round-trip latency (µs)";
+const UDP_LABEL: &str = "UDP round-trip latency (µs)";
+/// Label of a table whose rows span both protocols.
+const ANY_LABEL: &str = "Round-trip latency (µs)";
+
+const CLIENT: &str = "net.rr client";
+const SERVER: &str = "net.rr server";
+
+struct Config {
+    proto: Proto,
+    request_size: usize,
+    response_size: usize,
+    nodelay: bool,
+    duration: Duration,
+    warmup: Duration,
+}
+
+impl Config {
+    fn read(params: &Params) -> Result<Config, WorkloadError> {
+        let request_size = size(params, REQUEST_SIZE.name)?;
+        let cfg = Config {
+            proto: Proto::from_params(params)?,
+            request_size,
+            response_size: opt_size(params, RESPONSE_SIZE.name)?.unwrap_or(request_size),
+            nodelay: params.bool(NODELAY.name)?,
+            duration: secs(params, DURATION.name)?,
+            warmup: secs(params, WARMUP.name)?,
+        };
+        if let Err((key, msg)) = RR.validate(params) {
+            return Err(WorkloadError::Other(format!("{KIND}: {key}: {msg}")));
+        }
+        Ok(cfg)
+    }
+}
+
+/// Checks a request or response size: at least one byte (a zero-length
+/// request could not be told from the UDP end marker, and a zero-length
+/// TCP message is no exchange at all); a UDP datagram's limit.
+fn check_size(params: &Params, name: &str) -> Result<(), (String, String)> {
+    match params.opt_u64(name) {
+        Ok(Some(0)) => Err((name.into(), "must be at least 1 byte".into())),
+        Ok(Some(n)) if Proto::or_tcp(params) == Proto::Udp && n > UDP_MAX_PAYLOAD => Err((
+            name.into(),
+            format!("a UDP datagram holds at most {UDP_MAX_PAYLOAD} bytes, got {n}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Workload for NetRr {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn summary(&self) -> &'static str {
+        "one request/response in flight over TCP or UDP (netperf TCP_RR / UDP_RR): transactions/s and round-trip latency"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn row_param(&self) -> &'static str {
+        REQUEST_SIZE.name
+    }
+
+    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+        check_size(params, REQUEST_SIZE.name)?;
+        check_size(params, RESPONSE_SIZE.name)?;
+        validate_times(params)
+    }
+
+    fn table_metrics(&self, params: &Params) -> Vec<MetricSpec> {
+        let label = match Proto::from_params(params) {
+            Ok(Proto::Tcp) => TCP_LABEL,
+            Ok(Proto::Udp) => UDP_LABEL,
+            // The protocol varies within the table (it forms its rows).
+            Err(_) => ANY_LABEL,
+        };
+        vec![MetricSpec {
+            name: "rtt_us",
+            label,
+            better: Better::Lower,
+            decimals: 2,
+        }]
+    }
+
+    fn average_row(&self) -> bool {
+        // Seed 000's latency tables (Appendix C) end with an Average row.
+        true
+    }
+
+    fn expected_duration(&self, params: &Params) -> Duration {
+        let s = params.f64(WARMUP.name).unwrap_or(0.0) + params.f64(DURATION.name).unwrap_or(0.0);
+        Duration::from_secs_f64(s.max(0.0) + 0.2)
+    }
+
+    fn serve(
+        &self,
+        params: &Params,
+        ctx: &ServerCtx,
+        ready: &mut dyn FnMut(u16),
+    ) -> Result<SideResult, WorkloadError> {
+        let cfg = Config::read(params)?;
+        let spec = ServeSpec {
+            proto: cfg.proto,
+            req_size: cfg.request_size,
+            rsp_size: cfg.response_size,
+            nodelay: cfg.nodelay,
+            warmup: cfg.warmup,
+            total_name: "transactions",
+            measured_name: "measured_transactions",
+            what: SERVER,
+        };
+        abort_wins(serve_requests(&spec, ctx, ready), &ctx.abort)
+    }
+
+    fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
+        abort_wins(client(params, ctx), &ctx.abort)
+    }
+
+    fn combine(
+        &self,
+        params: &Params,
+        client: SideResult,
+        server: Option<SideResult>,
+    ) -> Result<Sample, WorkloadError> {
+        let proto = Proto::from_params(params)?;
+        let server = need_server(server, KIND)?;
+        let done = client.counter("transactions");
+        let warm = client.counter("warmup_transactions");
+        let served = server.counter("transactions");
+        // Over TCP nothing is lost, so the two independent counts must
+        // agree; a difference is a bug.
+        if proto == Proto::Tcp && served != warm + done {
+            return Err(WorkloadError::Other(format!(
+                "{KIND}: the server served {served} transactions but the client completed {} ({warm} warm-up + {done})",
+                warm + done
+            )));
+        }
+        let elapsed = client.value("elapsed_s");
+        if done == 0 || elapsed.is_nan() || elapsed <= 0.0 {
+            return Err(WorkloadError::Other(format!(
+                "{KIND}: no transaction completed in the measured interval"
+            )));
+        }
+        let tps = done as f64 / elapsed;
+        let mut m = BTreeMap::new();
+        put(&mut m, "transactions_per_s", tps);
+        put(&mut m, "rtt_us", 1e6 / tps);
+        put(&mut m, "transactions", done as f64);
+        put(&mut m, "warmup_transactions", warm as f64);
+        put(&mut m, "elapsed_s", elapsed);
+        put(
+            &mut m,
+            "lost_transactions",
+            client.counter("lost_transactions") as f64,
+        );
+
+        put_cpu(&mut m, "client", client.cpu.as_ref());
+        put_cpu(&mut m, "server", server.cpu.as_ref());
+        if let Some(c) = &client.cpu {
+            put(
+                &mut m,
+                "client_sd_us_per_tran",
+                service_demand_system(c, tps),
+            );
+            put(
+                &mut m,
+                "client_proc_sd_us_per_tran",
+                service_demand_process(c, done as f64),
+            );
+        }
+        if let Some(c) = &server.cpu {
+            // netperf: the remote service demand uses the local rate.
+            put(
+                &mut m,
+                "server_sd_us_per_tran",
+                service_demand_system(c, tps),
+            );
+            put(
+                &mut m,
+                "server_proc_sd_us_per_tran",
+                service_demand_process(c, server.counter("measured_transactions") as f64),
+            );
+        }
+        Ok(Sample {
+            metrics: m,
+            client,
+            server: Some(server),
+        })
+    }
+}
+
+/// The client side (see the module docs).
+fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
+    let cfg = Config::read(params)?;
+    let addr = server_addr(ctx.server, KIND)?;
+    let mut ex = Exchanger::connect(
+        cfg.proto,
+        addr,
+        cfg.request_size,
+        cfg.response_size,
+        cfg.nodelay,
+        ctx.abort.clone(),
+        CLIENT,
+    )?;
+
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let (mut warm, mut warm_lost) = (0u64, 0u64);
+    while !timer.warm_done() {
+        match ex.exchange()? {
+            Outcome::Done => warm += 1,
+            Outcome::Lost => warm_lost += 1,
+        }
+    }
+    let c0 = CpuSnapshot::take();
+    timer.measure_for(cfg.duration);
+    let (mut done, mut lost) = (0u64, 0u64);
+    while !timer.stopped() {
+        match ex.exchange()? {
+            Outcome::Done => done += 1,
+            Outcome::Lost => lost += 1,
+        }
+    }
+    let c1 = CpuSnapshot::take();
+    if timer.aborted() {
+        return Err(WorkloadError::Aborted);
+    }
+    drop(timer);
+    ex.finish()?;
+    let cpu = c0.usage_until(&c1);
+    Ok(side_result(
+        &[
+            ("transactions", done),
+            ("warmup_transactions", warm),
+            ("lost_transactions", lost),
+            ("warmup_lost_transactions", warm_lost),
+        ],
+        &[("elapsed_s", cpu.elapsed_s)],
+        Some(cpu),
+    ))
+}

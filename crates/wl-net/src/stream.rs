@@ -1,0 +1,689 @@
+//! `net.stream`: one-way bulk transfer, netperf's `TCP_STREAM` and
+//! `UDP_STREAM`. The client sends, the server receives (netperf's
+//! direction: `netperf` sends, `netserver` receives).
+//!
+//! # How it measures
+//!
+//! The sender calls `send()` back to back with one preallocated
+//! `message_size` buffer (never dirtied, like netperf without
+//! `--enable-dirty`); the receiver calls `recv()` with a `receive_size`
+//! buffer, one call per iteration and no `MSG_WAITALL`, as netserver. A
+//! timer thread ends warm-up and the measured interval by setting flags the
+//! loops load once per call; the loops read no clock.
+//!
+//! **TCP.** After the measured interval the sender does `shutdown(SHUT_WR)`
+//! and waits for the receiver's EOF (netperf's drain), so every byte sent
+//! has been read before the clocks stop. The receiver starts its own
+//! warm-up clock at the first byte; when it expires it notes its byte count
+//! and time, and the measured interval runs from there to EOF:
+//! `throughput_mbps = measured_bytes × 8 / 10^6 / elapsed_s`.
+//! *Differs from netperf*, which has no warm-up and divides the receiver's
+//! total bytes by the sender's elapsed time (first send to drain): with a
+//! warm-up only the receiver knows which bytes arrived after it, so both
+//! numerator and denominator are the receiver's. Without warm-up the two
+//! agree to within the connection's first round trip.
+//!
+//! **UDP.** The sender marks each datagram's first byte with its phase (0
+//! during warm-up, 1 after), so the receiver counts exactly the measured
+//! datagrams and `loss_datagrams = datagrams_sent − datagrams_received` is
+//! exact even when datagrams are lost. As netperf, both throughputs are
+//! divided by the *sender's* measured elapsed time (`throughput_mbps` from
+//! the receiver's bytes, `send_throughput_mbps` from the sender's), failed
+//! sends (`ENOBUFS`/`ENOMEM`, reported because `IP_RECVERR` is on, as
+//! netperf's `enable_enobufs()`) are counted and not fatal, and the end is
+//! three zero-length datagrams. *Differs from netperf*: the sender's
+//! interval ends at its last data `send()`, and the markers are spaced (0,
+//! 5, 20 ms) because on loopback the receiver's buffer is full at the end
+//! and back-to-back markers would be dropped with the data; if all are
+//! lost the receiver still stops on its own timer, warm-up + duration +
+//! 4 s after the first datagram (netperf's `PAD_TIME`). netperf's default
+//! `SO_DONTROUTE` for `UDP_STREAM` is not set, so that the workload also
+//! runs across routers.
+//!
+//! **Buffers.** `send_buffer` / `recv_buffer` are set with `setsockopt()`
+//! before connect/listen (Linux doubles the value it reports); unset leaves
+//! autotuning alone. The receive size defaults, as netperf `-M`, to the
+//! receive socket buffer read back with `getsockopt()`, at least one
+//! message. netperf's default send size is its SO_SNDBUF read back (16384
+//! on the reference host), which is our fixed default.
+//!
+//! **CPU.** Each side snapshots its CPU use at the start and end of its
+//! measured interval. Service demand follows netperf: system-wide
+//! utilization × 10⁴ / (KB/s) × CPUs, with KB/s from the *sender's* measured
+//! bytes and elapsed time for both sides. The process variant divides the
+//! side's own CPU time by the KB (1024 B) that side moved in its interval.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
+use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
+use benchlab_core::{
+    Better, ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
+    ABORT_POLL,
+};
+
+use crate::common::{
+    abort_wins, await_client, bind_server, connect, enable_recverr, is_enobufs, need_server,
+    opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr, set_timeouts, side_result,
+    size, sys_recv, sys_send, tcp_drain, udp_end_markers, validate_buffer, validate_times, Bufs,
+    Proto, Timer, ACCEPT_TIMEOUT, PAD_TIME, PROTOCOL, UDP_MAX_PAYLOAD,
+};
+
+/// The `net.stream` workload (netperf `TCP_STREAM` / `UDP_STREAM`).
+pub struct NetStream;
+
+/// The registered instance.
+pub static STREAM: NetStream = NetStream;
+
+const KIND: &str = "net.stream";
+
+const MESSAGE_SIZE: ParamSpec = ParamSpec {
+    name: "message_size",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Int(16384),
+    help: "bytes per send() (netperf -m; default 16384, netperf's default here); UDP: 1..=65507",
+};
+
+const SEND_BUFFER: ParamSpec = ParamSpec {
+    name: "send_buffer",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Unset,
+    help: "sender SO_SNDBUF, set before connect (netperf -s); unset: kernel autotuning",
+};
+
+const RECV_BUFFER: ParamSpec = ParamSpec {
+    name: "recv_buffer",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Unset,
+    help: "receiver SO_RCVBUF, set before listen (netperf -S); unset: kernel autotuning",
+};
+
+const RECEIVE_SIZE: ParamSpec = ParamSpec {
+    name: "receive_size",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Unset,
+    help: "bytes per recv() (netperf -M); unset: the receive socket buffer as read back, at least message_size",
+};
+
+const PARAMS: &[ParamSpec] = &[
+    PROTOCOL,
+    MESSAGE_SIZE,
+    SEND_BUFFER,
+    RECV_BUFFER,
+    RECEIVE_SIZE,
+    DURATION,
+    WARMUP,
+];
+
+const TCP_LABEL: &str = "TCP streaming throughput (10^6 b/s)";
+const UDP_LABEL: &str = "UDP streaming throughput (10^6 b/s)";
+/// Label of a table whose rows span both protocols.
+const ANY_LABEL: &str = "Streaming throughput (10^6 b/s)";
+
+/// Gaps before the three UDP end markers (see the module docs).
+const MARKER_GAPS: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_millis(5),
+    Duration::from_millis(20),
+];
+
+/// Phase byte of UDP datagrams sent during warm-up and after it.
+const PHASE_WARMUP: u8 = 0;
+const PHASE_MEASURED: u8 = 1;
+
+/// Error contexts of the measured loops (static: nothing is built unless
+/// a call fails).
+const SEND: &str = "net.stream sender: send";
+const RECV: &str = "net.stream receiver: recv";
+const CLIENT: &str = "net.stream sender";
+const SERVER: &str = "net.stream receiver";
+
+struct Config {
+    proto: Proto,
+    message_size: usize,
+    send_buffer: Option<usize>,
+    recv_buffer: Option<usize>,
+    receive_size: Option<usize>,
+    duration: Duration,
+    warmup: Duration,
+}
+
+impl Config {
+    fn read(params: &Params) -> Result<Config, WorkloadError> {
+        let cfg = Config {
+            proto: Proto::from_params(params)?,
+            message_size: size(params, MESSAGE_SIZE.name)?,
+            send_buffer: opt_size(params, SEND_BUFFER.name)?,
+            recv_buffer: opt_size(params, RECV_BUFFER.name)?,
+            receive_size: opt_size(params, RECEIVE_SIZE.name)?,
+            duration: secs(params, DURATION.name)?,
+            warmup: secs(params, WARMUP.name)?,
+        };
+        if let Err((key, msg)) = STREAM.validate(params) {
+            return Err(WorkloadError::Other(format!("{KIND}: {key}: {msg}")));
+        }
+        Ok(cfg)
+    }
+}
+
+impl Workload for NetStream {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn summary(&self) -> &'static str {
+        "one-way bulk transfer over TCP or UDP (netperf TCP_STREAM / UDP_STREAM), throughput in 10^6 bit/s"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn row_param(&self) -> &'static str {
+        MESSAGE_SIZE.name
+    }
+
+    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+        let key = MESSAGE_SIZE.name.to_string();
+        match params.opt_u64(MESSAGE_SIZE.name) {
+            Ok(Some(0)) => return Err((key, "must be at least 1 byte".into())),
+            Ok(Some(n)) if Proto::or_tcp(params) == Proto::Udp && n > UDP_MAX_PAYLOAD => {
+                return Err((
+                    key,
+                    format!("a UDP datagram holds 1..={UDP_MAX_PAYLOAD} bytes, got {n}"),
+                ))
+            }
+            _ => {}
+        }
+        if let Ok(Some(0)) = params.opt_u64(RECEIVE_SIZE.name) {
+            return Err((RECEIVE_SIZE.name.into(), "must be at least 1 byte".into()));
+        }
+        validate_buffer(params, SEND_BUFFER.name)?;
+        validate_buffer(params, RECV_BUFFER.name)?;
+        validate_times(params)
+    }
+
+    fn table_metrics(&self, params: &Params) -> Vec<MetricSpec> {
+        let label = match Proto::from_params(params) {
+            Ok(Proto::Tcp) => TCP_LABEL,
+            Ok(Proto::Udp) => UDP_LABEL,
+            // The protocol varies within the table (it forms its rows).
+            Err(_) => ANY_LABEL,
+        };
+        vec![MetricSpec {
+            name: "throughput_mbps",
+            label,
+            better: Better::Higher,
+            decimals: 2,
+        }]
+    }
+
+    fn expected_duration(&self, params: &Params) -> Duration {
+        let s = params.f64(WARMUP.name).unwrap_or(0.0) + params.f64(DURATION.name).unwrap_or(0.0);
+        // Plus connection set-up and the drain.
+        Duration::from_secs_f64(s.max(0.0) + 0.2)
+    }
+
+    fn serve(
+        &self,
+        params: &Params,
+        ctx: &ServerCtx,
+        ready: &mut dyn FnMut(u16),
+    ) -> Result<SideResult, WorkloadError> {
+        let cfg = Config::read(params)?;
+        let r = match cfg.proto {
+            Proto::Tcp => tcp_receiver(&cfg, ctx, ready),
+            Proto::Udp => udp_receiver(&cfg, ctx, ready),
+        };
+        abort_wins(r, &ctx.abort)
+    }
+
+    fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
+        let cfg = Config::read(params)?;
+        let addr = server_addr(ctx.server, KIND)?;
+        let r = match cfg.proto {
+            Proto::Tcp => tcp_sender(&cfg, addr, &ctx.abort),
+            Proto::Udp => udp_sender(&cfg, addr, &ctx.abort),
+        };
+        abort_wins(r, &ctx.abort)
+    }
+
+    fn combine(
+        &self,
+        params: &Params,
+        client: SideResult,
+        server: Option<SideResult>,
+    ) -> Result<Sample, WorkloadError> {
+        let proto = Proto::from_params(params)?;
+        let server = need_server(server, KIND)?;
+        let mut m = BTreeMap::new();
+        let bytes_sent = client.counter("bytes_sent");
+        let bytes_received = server.counter("bytes_received");
+        let measured = server.counter("measured_bytes_received");
+        put(&mut m, "bytes_sent", bytes_sent as f64);
+        put(&mut m, "bytes_received", bytes_received as f64);
+        put(&mut m, "measured_bytes", measured as f64);
+        let elapsed = match proto {
+            Proto::Tcp => {
+                // TCP is reliable and the sender waited for the receiver's
+                // EOF: any difference is a bug, not a measurement.
+                if bytes_sent != bytes_received {
+                    return Err(WorkloadError::Other(format!(
+                        "{KIND}: the receiver counted {bytes_received} bytes but the sender sent {bytes_sent}"
+                    )));
+                }
+                server.value("elapsed_s")
+            }
+            Proto::Udp => client.value("elapsed_s"),
+        };
+        if measured == 0 || elapsed.is_nan() || elapsed <= 0.0 {
+            return Err(WorkloadError::Other(format!(
+                "{KIND}: no data arrived in the measured interval"
+            )));
+        }
+        put(&mut m, "elapsed_s", elapsed);
+        put(&mut m, "throughput_mbps", mbps(measured, elapsed));
+        if proto == Proto::Udp {
+            let sent = client.counter("measured_datagrams_sent");
+            let got = server.counter("measured_datagrams_received");
+            // Signed: more received than sent would show up, not wrap.
+            let loss = sent as f64 - got as f64;
+            put(
+                &mut m,
+                "send_throughput_mbps",
+                mbps(client.counter("measured_bytes_sent"), elapsed),
+            );
+            put(&mut m, "datagrams_sent", sent as f64);
+            put(&mut m, "datagrams_received", got as f64);
+            put(&mut m, "loss_datagrams", loss);
+            put(&mut m, "loss_pct", 100.0 * loss / sent as f64);
+            put(
+                &mut m,
+                "failed_sends",
+                client.counter("failed_sends") as f64,
+            );
+        }
+
+        put_cpu(&mut m, "client", client.cpu.as_ref());
+        put_cpu(&mut m, "server", server.cpu.as_ref());
+        // netperf: both service demands use the sender's (local) bytes and
+        // elapsed time.
+        let sender_kb = client.counter("measured_bytes_sent") as f64 / 1024.0;
+        let kb_per_s = sender_kb / client.value("elapsed_s");
+        if let Some(c) = &client.cpu {
+            put(
+                &mut m,
+                "client_sd_us_per_kb",
+                service_demand_system(c, kb_per_s),
+            );
+            put(
+                &mut m,
+                "client_proc_sd_us_per_kb",
+                service_demand_process(c, sender_kb),
+            );
+        }
+        if let Some(c) = &server.cpu {
+            put(
+                &mut m,
+                "server_sd_us_per_kb",
+                service_demand_system(c, kb_per_s),
+            );
+            put(
+                &mut m,
+                "server_proc_sd_us_per_kb",
+                service_demand_process(c, measured as f64 / 1024.0),
+            );
+        }
+        Ok(Sample {
+            metrics: m,
+            client,
+            server: Some(server),
+        })
+    }
+}
+
+/// 10^6 bits per second, as netperf's `-f m`.
+fn mbps(bytes: u64, elapsed_s: f64) -> f64 {
+    bytes as f64 * 8.0 / 1e6 / elapsed_s
+}
+
+/// The receive size: as asked, else netperf `-M`'s default, the receive
+/// buffer read back (Linux reports twice the value set), at least one
+/// message.
+fn receive_size(cfg: &Config, s: &socket2::Socket) -> Result<usize, WorkloadError> {
+    match cfg.receive_size {
+        Some(n) => Ok(n),
+        None => {
+            let rb = s
+                .recv_buffer_size()
+                .map_err(|e| WorkloadError::io(format!("{SERVER}: getsockopt(SO_RCVBUF)"), e))?;
+            Ok(rb.max(cfg.message_size))
+        }
+    }
+}
+
+fn tcp_sender(
+    cfg: &Config,
+    addr: std::net::SocketAddr,
+    abort: &Arc<AtomicBool>,
+) -> Result<SideResult, WorkloadError> {
+    let bufs = Bufs {
+        send: cfg.send_buffer,
+        recv: None,
+    };
+    let s = connect(Proto::Tcp, addr, bufs, abort, CLIENT)?;
+    set_timeouts(&s, ABORT_POLL, CLIENT)?;
+    let fd = s.as_raw_fd();
+    let buf = vec![0u8; cfg.message_size];
+    let len = buf.len() as u64;
+
+    let timer = Timer::start(cfg.warmup, abort.clone())?;
+    let mut bytes = 0u64;
+    while !timer.warm_done() {
+        send_all(fd, &buf, abort, SEND)?;
+        bytes += len;
+    }
+    let c0 = CpuSnapshot::take();
+    timer.measure_for(cfg.duration);
+    let at_mark = bytes;
+    while !timer.stopped() {
+        send_all(fd, &buf, abort, SEND)?;
+        bytes += len;
+    }
+    if timer.aborted() {
+        return Err(WorkloadError::Aborted);
+    }
+    drop(timer);
+    tcp_drain(&s, abort, CLIENT)?;
+    let c1 = CpuSnapshot::take();
+    let cpu = c0.usage_until(&c1);
+    Ok(side_result(
+        &[
+            ("bytes_sent", bytes),
+            ("measured_bytes_sent", bytes - at_mark),
+            ("message_size", len),
+        ],
+        &[("elapsed_s", cpu.elapsed_s)],
+        Some(cpu),
+    ))
+}
+
+/// One `recv()`, retried after a timeout (abort checked); 0 means EOF.
+#[inline]
+fn recv_some(fd: RawFd, buf: &mut [u8], abort: &AtomicBool) -> Result<usize, WorkloadError> {
+    loop {
+        match sys_recv(fd, buf, 0) {
+            Ok(n) => return Ok(n),
+            Err(e) => retry_or_fail(e, abort, RECV)?,
+        }
+    }
+}
+
+fn tcp_receiver(
+    cfg: &Config,
+    ctx: &ServerCtx,
+    ready: &mut dyn FnMut(u16),
+) -> Result<SideResult, WorkloadError> {
+    let abort = &*ctx.abort;
+    let bufs = Bufs {
+        send: None,
+        recv: cfg.recv_buffer,
+    };
+    let (listener, port) = bind_server(Proto::Tcp, ctx.bind, bufs, SERVER)?;
+    ready(port);
+    let s = await_client(Proto::Tcp, listener, abort, ACCEPT_TIMEOUT, SERVER)?;
+    set_timeouts(&s, ABORT_POLL, SERVER)?;
+    let rsize = receive_size(cfg, &s)?;
+    let fd = s.as_raw_fd();
+    let mut buf = vec![0u8; rsize];
+
+    // Without warm-up the interval starts now, before the first byte.
+    let early_c0 = cfg.warmup.is_zero().then(CpuSnapshot::take);
+    let early_c0_taken = early_c0.is_some();
+    let mut bytes = recv_some(fd, &mut buf, abort)? as u64;
+    if bytes == 0 {
+        return Err(WorkloadError::Other(format!(
+            "{SERVER}: the sender closed the connection before sending data"
+        )));
+    }
+    // The receiver's warm-up runs from the first byte.
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let mut calls = 1u64;
+    let mut eof = false;
+    while !timer.warm_done() {
+        let n = recv_some(fd, &mut buf, abort)?;
+        calls += 1;
+        if n == 0 {
+            eof = true;
+            break;
+        }
+        bytes += n as u64;
+    }
+    let c0 = early_c0.unwrap_or_else(CpuSnapshot::take);
+    let at_mark = if early_c0_taken { 0 } else { bytes };
+    if !eof {
+        // `stopped()` is set only by an abort here: the sender's EOF ends
+        // the interval.
+        while !timer.stopped() {
+            let n = recv_some(fd, &mut buf, abort)?;
+            calls += 1;
+            if n == 0 {
+                break;
+            }
+            bytes += n as u64;
+        }
+    }
+    let c1 = CpuSnapshot::take();
+    if timer.aborted() {
+        return Err(WorkloadError::Aborted);
+    }
+    drop(timer);
+    // Closing `s` on return tells the sender its drain is complete.
+    let cpu = c0.usage_until(&c1);
+    Ok(side_result(
+        &[
+            ("bytes_received", bytes),
+            ("measured_bytes_received", bytes - at_mark),
+            ("recv_calls", calls),
+            ("receive_size", rsize as u64),
+        ],
+        &[("elapsed_s", cpu.elapsed_s)],
+        Some(cpu),
+    ))
+}
+
+/// Datagram counts of one phase on the sending side.
+#[derive(Default)]
+struct SendCounts {
+    datagrams: u64,
+    bytes: u64,
+    failed: u64,
+}
+
+/// One datagram; a full queue counts as a failed send, as in netperf.
+#[inline]
+fn send_datagram(
+    fd: RawFd,
+    buf: &[u8],
+    abort: &AtomicBool,
+    c: &mut SendCounts,
+) -> Result<(), WorkloadError> {
+    match sys_send(fd, buf) {
+        Ok(n) => {
+            c.datagrams += 1;
+            c.bytes += n as u64;
+            Ok(())
+        }
+        Err(e) if is_enobufs(&e) => {
+            c.failed += 1;
+            Ok(())
+        }
+        // A send timeout (socket buffer full) is retried by the loop.
+        Err(e) => retry_or_fail(e, abort, SEND),
+    }
+}
+
+fn udp_sender(
+    cfg: &Config,
+    addr: std::net::SocketAddr,
+    abort: &Arc<AtomicBool>,
+) -> Result<SideResult, WorkloadError> {
+    let bufs = Bufs {
+        send: cfg.send_buffer,
+        recv: None,
+    };
+    let s = connect(Proto::Udp, addr, bufs, abort, CLIENT)?;
+    enable_recverr(&s, addr.ip(), CLIENT)?;
+    set_timeouts(&s, ABORT_POLL, CLIENT)?;
+    let fd = s.as_raw_fd();
+    let mut buf = vec![0u8; cfg.message_size];
+    buf[0] = PHASE_WARMUP;
+
+    let timer = Timer::start(cfg.warmup, abort.clone())?;
+    let mut warm = SendCounts::default();
+    while !timer.warm_done() {
+        send_datagram(fd, &buf, abort, &mut warm)?;
+    }
+    buf[0] = PHASE_MEASURED;
+    let c0 = CpuSnapshot::take();
+    timer.measure_for(cfg.duration);
+    let mut meas = SendCounts::default();
+    while !timer.stopped() {
+        send_datagram(fd, &buf, abort, &mut meas)?;
+    }
+    let c1 = CpuSnapshot::take();
+    if timer.aborted() {
+        return Err(WorkloadError::Aborted);
+    }
+    drop(timer);
+    udp_end_markers(fd, 0, &MARKER_GAPS);
+    let cpu = c0.usage_until(&c1);
+    Ok(side_result(
+        &[
+            ("datagrams_sent", warm.datagrams + meas.datagrams),
+            ("measured_datagrams_sent", meas.datagrams),
+            ("bytes_sent", warm.bytes + meas.bytes),
+            ("measured_bytes_sent", meas.bytes),
+            ("failed_sends", meas.failed),
+            ("warmup_failed_sends", warm.failed),
+            ("message_size", cfg.message_size as u64),
+        ],
+        &[("elapsed_s", cpu.elapsed_s)],
+        Some(cpu),
+    ))
+}
+
+/// One datagram's full length (`MSG_TRUNC`), or `None` once the pad
+/// deadline has passed without traffic.
+#[inline]
+fn recv_datagram(
+    fd: RawFd,
+    buf: &mut [u8],
+    abort: &AtomicBool,
+    pad_deadline: Instant,
+) -> Result<Option<usize>, WorkloadError> {
+    loop {
+        match sys_recv(fd, buf, libc::MSG_TRUNC) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e) => {
+                retry_or_fail(e, abort, RECV)?;
+                if Instant::now() >= pad_deadline {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+fn udp_receiver(
+    cfg: &Config,
+    ctx: &ServerCtx,
+    ready: &mut dyn FnMut(u16),
+) -> Result<SideResult, WorkloadError> {
+    let abort = &*ctx.abort;
+    let bufs = Bufs {
+        send: None,
+        recv: cfg.recv_buffer,
+    };
+    let (sock, port) = bind_server(Proto::Udp, ctx.bind, bufs, SERVER)?;
+    ready(port);
+    let s = await_client(Proto::Udp, sock, abort, ACCEPT_TIMEOUT, SERVER)?;
+    set_timeouts(&s, ABORT_POLL, SERVER)?;
+    let rsize = receive_size(cfg, &s)?;
+    let fd = s.as_raw_fd();
+    // At least one byte, to read the phase.
+    let mut buf = vec![0u8; rsize.max(1)];
+    let pad_deadline = Instant::now() + cfg.warmup + cfg.duration + PAD_TIME;
+
+    let (mut datagrams, mut bytes) = (0u64, 0u64);
+    let (mut m_datagrams, mut m_bytes) = (0u64, 0u64);
+    let mut ended_by_timer = false;
+    let mut end = false;
+    // Warm-up: until the first measured datagram. Abort is checked per
+    // datagram in both loops: under a flood recv() never times out, so the
+    // timeout path alone would not see it.
+    while !abort.load(Ordering::Relaxed) {
+        match recv_datagram(fd, &mut buf, abort, pad_deadline)? {
+            None => {
+                ended_by_timer = true;
+                end = true;
+                break;
+            }
+            Some(0) => {
+                end = true;
+                break;
+            }
+            Some(n) => {
+                datagrams += 1;
+                bytes += n as u64;
+                if buf[0] == PHASE_MEASURED {
+                    m_datagrams += 1;
+                    m_bytes += n as u64;
+                    break;
+                }
+            }
+        }
+    }
+    let c0 = CpuSnapshot::take();
+    if !end {
+        while !abort.load(Ordering::Relaxed) {
+            match recv_datagram(fd, &mut buf, abort, pad_deadline)? {
+                None => {
+                    ended_by_timer = true;
+                    break;
+                }
+                Some(0) => break,
+                Some(n) => {
+                    datagrams += 1;
+                    bytes += n as u64;
+                    // Reordering may deliver a late warm-up datagram.
+                    if buf[0] == PHASE_MEASURED {
+                        m_datagrams += 1;
+                        m_bytes += n as u64;
+                    }
+                }
+            }
+        }
+    }
+    let c1 = CpuSnapshot::take();
+    if abort.load(Ordering::Relaxed) {
+        return Err(WorkloadError::Aborted);
+    }
+    let cpu = c0.usage_until(&c1);
+    Ok(side_result(
+        &[
+            ("datagrams_received", datagrams),
+            ("measured_datagrams_received", m_datagrams),
+            ("bytes_received", bytes),
+            ("measured_bytes_received", m_bytes),
+            ("ended_by_timer", ended_by_timer as u64),
+            ("receive_size", rsize as u64),
+        ],
+        &[("elapsed_s", cpu.elapsed_s)],
+        Some(cpu),
+    ))
+}

@@ -1,0 +1,423 @@
+//! The three network workloads on 127.0.0.1, driven exactly as an agent
+//! drives them: `serve()` on its own thread with a `ready` callback that
+//! passes the port over a channel, `run_client()` against that port, then
+//! `combine()`. The checks compare counts kept independently by the two
+//! sides; none asserts on performance.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use benchlab_core::param::ParamDefault;
+use benchlab_core::{
+    ClientCtx, Params, Sample, ServerCtx, SideResult, Value, Workload, WorkloadError,
+};
+use benchlab_wl_net::{PINGPONG, RR, STREAM};
+
+const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// The workload's defaults, a short run, and `overrides`.
+fn params(w: &dyn Workload, overrides: &[(&str, Value)]) -> Params {
+    let mut p = Params::default();
+    for spec in w.params() {
+        let v = match spec.default {
+            ParamDefault::Int(i) => Value::Int(i),
+            ParamDefault::Float(f) => Value::Float(f),
+            ParamDefault::Bool(b) => Value::Bool(b),
+            ParamDefault::Str(s) => Value::Str(s.into()),
+            ParamDefault::Unset | ParamDefault::Study => continue,
+        };
+        p.set(spec.name, v);
+    }
+    p.set("duration_s", Value::Float(0.5));
+    p.set("warmup_s", Value::Float(0.2));
+    for (k, v) in overrides {
+        p.set(k, v.clone());
+    }
+    w.validate(&p).expect("valid test parameters");
+    p
+}
+
+fn udp() -> (&'static str, Value) {
+    ("protocol", Value::Str("udp".into()))
+}
+
+struct Run {
+    client: Result<SideResult, WorkloadError>,
+    server: Result<SideResult, WorkloadError>,
+}
+
+/// Runs one point; sets the shared abort flag after `abort_after`, if given.
+fn run(w: &'static dyn Workload, p: &Params, abort_after: Option<Duration>) -> Run {
+    let abort = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let sp = p.clone();
+    let sctx = ServerCtx {
+        bind: LO,
+        abort: abort.clone(),
+    };
+    let server = thread::spawn(move || {
+        w.serve(&sp, &sctx, &mut |port| {
+            tx.send(port).expect("test is listening")
+        })
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("server reported its port");
+    if let Some(after) = abort_after {
+        let a = abort.clone();
+        thread::spawn(move || {
+            thread::sleep(after);
+            a.store(true, Ordering::Relaxed);
+        });
+    }
+    let cctx = ClientCtx {
+        server: Some(SocketAddr::new(LO, port)),
+        repetition: 0,
+        abort,
+    };
+    let client = w.run_client(p, &cctx);
+    let server = server.join().expect("server thread");
+    Run { client, server }
+}
+
+fn sample(w: &'static dyn Workload, p: &Params) -> Sample {
+    let r = run(w, p, None);
+    let client = r.client.expect("client side");
+    let server = r.server.expect("server side");
+    w.combine(p, client, Some(server)).expect("combine")
+}
+
+fn metric(s: &Sample, name: &str) -> f64 {
+    *s.metrics
+        .get(name)
+        .unwrap_or_else(|| panic!("metric {name} missing from {:?}", s.metrics.keys()))
+}
+
+fn assert_elapsed_in_window(s: &Sample, duration_s: f64) {
+    let e = metric(s, "elapsed_s");
+    assert!(
+        (duration_s..=duration_s + 1.0).contains(&e),
+        "elapsed_s {e} outside [{duration_s}, {duration_s} + 1]"
+    );
+}
+
+#[test]
+fn tcp_stream_receiver_gets_every_byte_sent() {
+    let p = params(&STREAM, &[]);
+    let s = sample(&STREAM, &p);
+    let server = s.server.as_ref().unwrap();
+    let sent = s.client.counter("bytes_sent");
+    assert!(sent > 0);
+    assert_eq!(server.counter("bytes_received"), sent);
+    assert_eq!(metric(&s, "bytes_sent"), sent as f64);
+    assert_eq!(metric(&s, "bytes_received"), sent as f64);
+    assert!(metric(&s, "throughput_mbps") > 0.0);
+    let measured = metric(&s, "measured_bytes");
+    assert!(measured > 0.0 && measured <= sent as f64);
+    // The receiver's window ends at EOF, after the sender's drain.
+    assert!(metric(&s, "elapsed_s") > 0.0);
+    assert!(metric(&s, "client_cpu_pct") >= 0.0);
+    assert!(s.metrics.contains_key("server_proc_sd_us_per_kb"));
+    assert!(STREAM.table_metrics(&p)[0].label.starts_with("TCP"));
+}
+
+#[test]
+fn tcp_stream_with_buffers_and_receive_size() {
+    let p = params(
+        &STREAM,
+        &[
+            ("message_size", Value::Int(1000)),
+            ("send_buffer", Value::Int(65536)),
+            ("recv_buffer", Value::Int(65536)),
+            ("receive_size", Value::Int(777)),
+            ("warmup_s", Value::Float(0.0)),
+            ("duration_s", Value::Float(0.3)),
+        ],
+    );
+    let s = sample(&STREAM, &p);
+    let server = s.server.as_ref().unwrap();
+    assert_eq!(server.counter("receive_size"), 777);
+    assert_eq!(
+        server.counter("bytes_received"),
+        s.client.counter("bytes_sent")
+    );
+    // No warm-up: everything is measured.
+    assert_eq!(metric(&s, "measured_bytes"), metric(&s, "bytes_received"));
+}
+
+#[test]
+fn udp_stream_loss_is_sent_minus_received() {
+    let p = params(&STREAM, &[udp(), ("message_size", Value::Int(1024))]);
+    let s = sample(&STREAM, &p);
+    let server = s.server.as_ref().unwrap();
+    let sent = s.client.counter("measured_datagrams_sent");
+    let got = server.counter("measured_datagrams_received");
+    assert!(sent > 0 && got > 0 && got <= sent);
+    assert_eq!(metric(&s, "datagrams_sent"), sent as f64);
+    assert_eq!(metric(&s, "datagrams_received"), got as f64);
+    assert_eq!(metric(&s, "loss_datagrams"), (sent - got) as f64);
+    assert_eq!(
+        metric(&s, "loss_datagrams"),
+        metric(&s, "datagrams_sent") - metric(&s, "datagrams_received")
+    );
+    // Every datagram is message_size bytes.
+    assert_eq!(s.client.counter("measured_bytes_sent"), sent * 1024);
+    assert_eq!(server.counter("measured_bytes_received"), got * 1024);
+    assert!(server.counter("datagrams_received") <= s.client.counter("datagrams_sent"));
+    assert!(metric(&s, "send_throughput_mbps") >= metric(&s, "throughput_mbps"));
+    assert!(metric(&s, "failed_sends") >= 0.0);
+    // The sender's measured interval is at least the duration.
+    assert_elapsed_in_window(&s, 0.5);
+    // The spaced end markers got through: no 4 s pad wait.
+    assert_eq!(server.counter("ended_by_timer"), 0);
+    assert!(STREAM.table_metrics(&p)[0].label.starts_with("UDP"));
+}
+
+#[test]
+fn tcp_rr_counts_agree_on_both_sides() {
+    let p = params(&RR, &[("nodelay", Value::Bool(true))]);
+    let s = sample(&RR, &p);
+    let server = s.server.as_ref().unwrap();
+    let warm = s.client.counter("warmup_transactions");
+    let done = s.client.counter("transactions");
+    assert!(warm > 0 && done > 0);
+    assert_eq!(server.counter("transactions"), warm + done);
+    assert_elapsed_in_window(&s, 0.5);
+    let tps = metric(&s, "transactions_per_s");
+    assert!((tps * metric(&s, "elapsed_s") - done as f64).abs() <= 1.0);
+    assert!((metric(&s, "rtt_us") - 1e6 / tps).abs() < 1e-9 * metric(&s, "rtt_us"));
+    assert_eq!(metric(&s, "lost_transactions"), 0.0);
+    assert!(s.metrics.contains_key("client_proc_sd_us_per_tran"));
+    assert!(RR.average_row());
+}
+
+#[test]
+fn tcp_rr_with_nagle_and_unequal_sizes() {
+    // Nagle on (the default) with a multi-segment response.
+    let p = params(
+        &RR,
+        &[
+            ("request_size", Value::Int(100)),
+            ("response_size", Value::Int(20000)),
+            ("duration_s", Value::Float(0.3)),
+            ("warmup_s", Value::Float(0.1)),
+        ],
+    );
+    let s = sample(&RR, &p);
+    let server = s.server.as_ref().unwrap();
+    assert_eq!(
+        server.counter("transactions"),
+        s.client.counter("warmup_transactions") + s.client.counter("transactions")
+    );
+    assert_elapsed_in_window(&s, 0.3);
+}
+
+#[test]
+fn udp_rr_counts_agree_on_both_sides() {
+    let p = params(&RR, &[udp(), ("request_size", Value::Int(64))]);
+    let s = sample(&RR, &p);
+    let server = s.server.as_ref().unwrap();
+    let warm = s.client.counter("warmup_transactions");
+    let done = s.client.counter("transactions");
+    // Loopback loses nothing at one datagram in flight.
+    assert_eq!(metric(&s, "lost_transactions"), 0.0);
+    assert_eq!(server.counter("transactions"), warm + done);
+    assert_eq!(server.counter("ended_by_timer"), 0);
+    assert_elapsed_in_window(&s, 0.5);
+    let tps = metric(&s, "transactions_per_s");
+    assert!((tps * metric(&s, "elapsed_s") - done as f64).abs() <= 1.0);
+    assert!(RR.table_metrics(&p)[0].label.starts_with("UDP"));
+}
+
+fn check_pingpong(s: &Sample, iterations: u64) {
+    let h = &s.client.histograms["rtt_half"];
+    assert_eq!(h.count, iterations);
+    assert_eq!(h.decode().unwrap().len(), iterations);
+    assert_eq!(metric(s, "iterations"), iterations as f64);
+    let order = [
+        "rtt_half_min_us",
+        "rtt_half_median_us",
+        "rtt_half_p99_us",
+        "rtt_half_p999_us",
+        "rtt_half_max_us",
+    ];
+    for w in order.windows(2) {
+        assert!(
+            metric(s, w[0]) <= metric(s, w[1]),
+            "{} {} > {} {}",
+            w[0],
+            metric(s, w[0]),
+            w[1],
+            metric(s, w[1])
+        );
+    }
+    let mean = metric(s, "rtt_half_mean_us");
+    assert!(metric(s, "rtt_half_min_us") <= mean && mean <= metric(s, "rtt_half_max_us"));
+    assert!(metric(s, "rtt_half_stddev_us") >= 0.0);
+    let series = &s.client.series["rtt_half"];
+    assert!(!series.values.is_empty() && series.values.len() <= 4096);
+    let server = s.server.as_ref().unwrap();
+    assert_eq!(
+        server.counter("echoed"),
+        s.client.counter("warmup_iterations") + iterations
+    );
+}
+
+#[test]
+fn tcp_pingpong_runs_exact_iterations() {
+    let p = params(
+        &PINGPONG,
+        &[
+            ("iterations", Value::Int(2000)),
+            ("nodelay", Value::Bool(true)),
+        ],
+    );
+    let s = sample(&PINGPONG, &p);
+    check_pingpong(&s, 2000);
+    assert!(s.client.counter("warmup_iterations") > 0);
+    let labels: Vec<_> = PINGPONG.table_metrics(&p).iter().map(|m| m.label).collect();
+    assert_eq!(
+        labels,
+        [
+            "TCP ping-pong RTT/2 mean (µs)",
+            "TCP ping-pong jitter, RTT/2 stddev (µs)"
+        ]
+    );
+}
+
+#[test]
+fn udp_pingpong_zero_byte_messages() {
+    // sfnt's datagram sweep starts at 0 bytes; the end marker is then 1 byte.
+    let p = params(
+        &PINGPONG,
+        &[
+            udp(),
+            ("message_size", Value::Int(0)),
+            ("iterations", Value::Int(2000)),
+            ("series_points", Value::Int(64)),
+        ],
+    );
+    let s = sample(&PINGPONG, &p);
+    assert_eq!(metric(&s, "lost_iterations"), 0.0);
+    check_pingpong(&s, 2000);
+    assert!(s.client.series["rtt_half"].values.len() <= 64);
+    assert_eq!(s.server.as_ref().unwrap().counter("ended_by_timer"), 0);
+}
+
+#[test]
+fn pingpong_by_duration() {
+    let p = params(&PINGPONG, &[("duration_s", Value::Float(0.3))]);
+    let s = sample(&PINGPONG, &p);
+    let n = s.client.counter("iterations");
+    assert!(n > 0);
+    check_pingpong(&s, n);
+    assert_elapsed_in_window(&s, 0.3);
+}
+
+/// Both sides of a long run end promptly with `Aborted` once the flag is
+/// set.
+fn assert_aborts(w: &'static dyn Workload, overrides: &[(&str, Value)]) {
+    let mut o = vec![("duration_s", Value::Float(60.0))];
+    o.extend_from_slice(overrides);
+    let p = params(w, &o);
+    let t = Instant::now();
+    let r = run(w, &p, Some(Duration::from_millis(400)));
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "{} took {took:?} to abort",
+        w.kind()
+    );
+    assert!(
+        matches!(r.client, Err(WorkloadError::Aborted)),
+        "client: {:?}",
+        r.client
+    );
+    assert!(
+        matches!(r.server, Err(WorkloadError::Aborted)),
+        "server: {:?}",
+        r.server
+    );
+}
+
+#[test]
+fn abort_ends_a_tcp_stream() {
+    assert_aborts(&STREAM, &[]);
+}
+
+#[test]
+fn abort_ends_a_udp_stream() {
+    assert_aborts(&STREAM, &[udp()]);
+}
+
+#[test]
+fn abort_ends_rr_in_warmup_and_in_measurement() {
+    assert_aborts(&RR, &[("warmup_s", Value::Float(60.0))]);
+    assert_aborts(&RR, &[udp()]);
+}
+
+#[test]
+fn abort_ends_pingpong_by_iterations() {
+    assert_aborts(&PINGPONG, &[("iterations", Value::Int(1_000_000_000))]);
+}
+
+#[test]
+fn abort_while_waiting_for_a_client() {
+    let p = params(&RR, &[]);
+    let abort = Arc::new(AtomicBool::new(false));
+    let ctx = ServerCtx {
+        bind: LO,
+        abort: abort.clone(),
+    };
+    let a = abort.clone();
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        a.store(true, Ordering::Relaxed);
+    });
+    let t = Instant::now();
+    let mut port = 0;
+    let r = RR.serve(&p, &ctx, &mut |p| port = p);
+    assert!(port != 0);
+    assert!(matches!(r, Err(WorkloadError::Aborted)), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn validation_names_the_key() {
+    let mut p = params(&STREAM, &[udp()]);
+    p.set("message_size", Value::Int(65508));
+    assert_eq!(STREAM.validate(&p).unwrap_err().0, "message_size");
+    p.set("message_size", Value::Int(65507));
+    assert!(STREAM.validate(&p).is_ok());
+    p.set("message_size", Value::Int(0));
+    assert_eq!(STREAM.validate(&p).unwrap_err().0, "message_size");
+
+    let mut p = params(&RR, &[]);
+    p.set("response_size", Value::Int(0));
+    assert_eq!(RR.validate(&p).unwrap_err().0, "response_size");
+
+    let mut p = params(&PINGPONG, &[]);
+    p.set("message_size", Value::Int(0));
+    assert_eq!(PINGPONG.validate(&p).unwrap_err().0, "message_size");
+    p.set("protocol", Value::Str("udp".into()));
+    assert!(PINGPONG.validate(&p).is_ok());
+}
+
+#[test]
+fn kinds_and_rows() {
+    assert_eq!(STREAM.kind(), "net.stream");
+    assert_eq!(RR.kind(), "net.rr");
+    assert_eq!(PINGPONG.kind(), "net.pingpong");
+    assert_eq!(STREAM.row_param(), "message_size");
+    assert_eq!(RR.row_param(), "request_size");
+    assert_eq!(PINGPONG.row_param(), "message_size");
+    for w in [&STREAM as &dyn Workload, &RR, &PINGPONG] {
+        assert!(w.params().iter().any(|s| s.name == w.row_param()));
+        let p = params(w, &[]);
+        let d = w.expected_duration(&p).as_secs_f64();
+        assert!((0.7..1.0).contains(&d), "{}: {d}", w.kind());
+    }
+}
