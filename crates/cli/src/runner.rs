@@ -339,12 +339,13 @@ fn execute(
             RunStatus::Completed
         };
         store.set_run_status(run_id, status, &at)?;
-        store.add_event(
-            run_id,
-            &at,
-            if stopped { "stopped" } else { "completed" },
-            "",
-        )?;
+        // The controller is held to the same memory budget as the agents.
+        let rss = format!(
+            "controller peak RSS {} KiB",
+            benchlab_core::cpu::peak_rss_kib()
+        );
+        let kind = if stopped { "stopped" } else { "completed" };
+        store.add_event(run_id, &at, kind, &rss)?;
     }
     Ok(Outcome {
         run_id,
