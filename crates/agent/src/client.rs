@@ -2,10 +2,10 @@
 //! standard input and output.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -62,25 +62,34 @@ pub enum AgentError {
 /// A running agent.
 pub struct AgentHandle {
     name: String,
-    child: Child,
-    stdin: ChildStdin,
+    child: Option<Child>,
+    stdin: Box<dyn Write + Send>,
     responses: mpsc::Receiver<std::io::Result<Option<Response>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     /// The agent's pid as it reported it.
     pub pid: u32,
+    /// The agent's benchlab version as it reported it.
+    pub version: String,
 }
 
 impl AgentHandle {
     /// Starts `exe agent --stdio` as a child and shakes hands.
+    pub fn spawn_local(exe: &Path, name: &str) -> Result<AgentHandle, AgentError> {
+        let mut cmd = Command::new(exe);
+        cmd.args(["agent", "--stdio"]);
+        AgentHandle::spawn(cmd, name)
+    }
+
+    /// Starts a command that ends in `benchlab agent --stdio` (directly, under
+    /// `ip netns exec`, or through `ssh`) and shakes hands with it.
     ///
     /// The child gets its own process group, so a Ctrl-C at the terminal
     /// reaches only the controller, which then stops the agents in order;
     /// and `PR_SET_PDEATHSIG`, so that it dies with the controller even if
-    /// the controller is killed outright.
-    pub fn spawn_local(exe: &Path, name: &str) -> Result<AgentHandle, AgentError> {
-        let mut cmd = Command::new(exe);
-        cmd.args(["agent", "--stdio"])
-            .stdin(Stdio::piped())
+    /// the controller is killed outright (an `ssh` child's death closes the
+    /// remote agent's standard input, which ends it too).
+    pub fn spawn(mut cmd: Command, name: &str) -> Result<AgentHandle, AgentError> {
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -119,29 +128,61 @@ impl AgentHandle {
                 q.push_back(line);
             }
         });
-        let mut agent = AgentHandle {
+        let agent = AgentHandle {
             name: name.to_string(),
-            child,
-            stdin,
+            child: Some(child),
+            stdin: Box::new(stdin),
             responses,
             stderr,
             pid: 0,
+            version: String::new(),
         };
+        agent.handshake()
+    }
+
+    /// An agent reached over an established byte stream (an authenticated
+    /// TCP connection to `benchlab agent --listen`).
+    pub fn over_stream<R, W>(reader: R, writer: W, name: &str) -> Result<AgentHandle, AgentError>
+    where
+        R: Read + Send + 'static,
+        W: Write + Send + 'static,
+    {
+        let (tx, responses) = mpsc::channel();
+        let mut reader = reader;
+        std::thread::spawn(move || loop {
+            let msg = read_frame::<_, Response>(&mut reader);
+            let end = !matches!(msg, Ok(Some(_)));
+            if tx.send(msg).is_err() || end {
+                break;
+            }
+        });
+        let agent = AgentHandle {
+            name: name.to_string(),
+            child: None,
+            stdin: Box::new(writer),
+            responses,
+            stderr: Arc::new(Mutex::new(VecDeque::new())),
+            pid: 0,
+            version: String::new(),
+        };
+        agent.handshake()
+    }
+
+    fn handshake(mut self) -> Result<AgentHandle, AgentError> {
+        let name = self.name.clone();
         let hello = Request::Hello {
             protocol: PROTOCOL_VERSION,
             benchlab: benchlab_core::VERSION.to_string(),
         };
-        match agent.request(&hello, Duration::from_secs(30), &AtomicBool::new(false))? {
-            Response::Hello { pid, .. } => {
-                agent.pid = pid;
-                Ok(agent)
+        match self.request(&hello, Duration::from_secs(30), &AtomicBool::new(false))? {
+            Response::Hello { pid, benchlab, .. } => {
+                self.pid = pid;
+                self.version = benchlab;
+                Ok(self)
             }
-            Response::Refused { reason, .. } => Err(AgentError::Refused {
-                name: name.to_string(),
-                reason,
-            }),
+            Response::Refused { reason, .. } => Err(AgentError::Refused { name, reason }),
             other => Err(AgentError::Refused {
-                name: name.to_string(),
+                name,
                 reason: format!("unexpected answer to hello: {other:?}"),
             }),
         }
@@ -177,7 +218,14 @@ impl AgentHandle {
             }
             match self.responses.recv_timeout(left.min(POLL)) {
                 Ok(Ok(Some(resp))) => return Ok(resp),
-                Ok(_) | Err(RecvTimeoutError::Disconnected) => return Err(self.died()),
+                Ok(Err(e)) => {
+                    let mut err = self.died();
+                    if let AgentError::Died { detail, .. } = &mut err {
+                        detail.push_str(&format!(" (reading its answer: {e})"));
+                    }
+                    return Err(err);
+                }
+                Ok(Ok(None)) | Err(RecvTimeoutError::Disconnected) => return Err(self.died()),
                 Err(RecvTimeoutError::Timeout) => {}
             }
         }
@@ -186,8 +234,8 @@ impl AgentHandle {
     fn died(&mut self) -> AgentError {
         // Give the stderr reader a moment to collect the last words.
         std::thread::sleep(Duration::from_millis(50));
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => format!(" ({s})"),
+        let status = match self.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(Some(s))) => format!(" ({s})"),
             _ => String::new(),
         };
         let lines: Vec<String> = self
@@ -216,31 +264,45 @@ impl AgentHandle {
         self.kill();
     }
 
-    /// Kills the agent and reaps it.
+    /// Waits a moment for the agent to exit, then kills and reaps it.
     pub fn kill(&mut self) {
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
-    /// Kills the agent at once (the point it runs is abandoned).
+    /// Kills the agent at once (the point it runs is abandoned). An agent
+    /// reached over TCP is disconnected instead: it then ends its session.
     pub fn kill_now(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match self.child.as_mut() {
+            Some(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            None => {
+                // Replacing the writer drops (closes) the connection.
+                self.stdin = Box::new(std::io::sink());
+            }
+        }
     }
 }
 
 impl Drop for AgentHandle {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Protocol messages. See `docs/protocol.md`.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use benchlab_core::placement::Placement;
 use benchlab_core::{Params, SideResult};
@@ -30,8 +30,8 @@ pub enum Request {
         params: Params,
         /// Placement of the server thread.
         placement: Placement,
-        /// Address to listen on.
-        bind: IpAddr,
+        /// Address to listen on (port 0: any).
+        bind: SocketAddr,
     },
     /// Wait for the server side started by `Serve` to finish.
     Collect {

@@ -38,7 +38,23 @@ fn error_response(e: &WorkloadError) -> Response {
 }
 
 /// Serves one controller session over standard input and output.
+///
+/// A watchdog ends the process as soon as standard input is hung up (the
+/// controller, or the `ssh` between us, went away), even while a workload
+/// side is running: an agent never outlives its controller.
 pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
+    std::thread::spawn(|| loop {
+        let mut fds = libc::pollfd {
+            fd: 0,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut fds, 1, 500) };
+        if n > 0 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            std::process::exit(0);
+        }
+    });
     let stdin = io::stdin();
     let stdout = io::stdout();
     serve(registry, stdin.lock(), stdout.lock())

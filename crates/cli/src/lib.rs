@@ -2,6 +2,7 @@
 //! whole error chain once and returns the exit code.
 
 mod commands;
+mod hosts;
 mod progress;
 mod runner;
 

@@ -1,10 +1,11 @@
-//! The runner: expands a study into units, drives the agents through
-//! each, records every repetition the moment it finishes, and stops
-//! cleanly on Ctrl-C.
+//! The runner: checks every host, expands a study into units, drives the
+//! agents through each, records every repetition the moment it finishes,
+//! and stops cleanly on Ctrl-C.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -12,14 +13,12 @@ use benchlab_agent::{AgentError, AgentHandle, Request, Response};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
 use benchlab_core::study::{OnError, Study};
 use benchlab_core::units::now_rfc3339;
-use benchlab_core::{Registry, Sample};
+use benchlab_core::{Better, Registry, Sample, SideResult, Workload};
 use benchlab_store::{ConfigRow, HostRow, NewRun, PointRow, RunStatus, SampleStatus, Store};
 
+use crate::hosts::{Pool, Role};
 use crate::progress::Progress;
 
-/// Where local data connections go. Issue-level hosts come later; for
-/// now both sides run on this host.
-const LOCAL_DATA: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Slack added to a client's expected duration before it is declared hung.
 const CLIENT_SLACK: Duration = Duration::from_secs(60);
 /// How long a server may take to finish after its client did.
@@ -53,13 +52,53 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-/// Starts a new run of a study.
+/// The interrupt flag, set by the first Ctrl-C or SIGTERM; a second one
+/// exits at once.
+fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    if let Some(f) = FLAG.get() {
+        return Ok(f.clone());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(
+            sig,
+            crate::EXIT_INTERRUPTED,
+            flag.clone(),
+        )?;
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    Ok(FLAG.get_or_init(|| flag).clone())
+}
+
+fn store_hosts(
+    store: &Store,
+    run_id: i64,
+    inventories: Vec<(String, String, serde_json::Value)>,
+) -> Result<()> {
+    for (name, roles, inventory) in inventories {
+        store.add_host(
+            run_id,
+            &HostRow {
+                name,
+                roles,
+                inventory,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Starts a new run of a study: preflight first, so that a study whose
+/// hosts are not all ready leaves no run behind.
 pub(crate) fn start(
     store: &mut Store,
     reg: &Registry,
     study: &Study,
     opts: RunOptions,
 ) -> Result<Outcome> {
+    let interrupt = interrupt_flag()?;
+    let (pool, inventories) = Pool::preflight(study, &interrupt)?;
     let started = now_rfc3339();
     let run_id = store.create_run(&NewRun {
         study_name: &study.name,
@@ -81,13 +120,14 @@ pub(crate) fn start(
             },
         )?;
     }
+    store_hosts(store, run_id, inventories)?;
     store.add_event(
         run_id,
         &started,
         "started",
         &format!("scale {}, quick {}", opts.scale, opts.quick),
     )?;
-    execute(store, reg, study, run_id, opts)
+    execute(store, reg, study, run_id, opts, pool, &interrupt)
 }
 
 /// Resumes an unfinished run with its first missing repetition.
@@ -105,51 +145,18 @@ pub(crate) fn resume(store: &mut Store, reg: &Registry, run_id: i64) -> Result<O
     }
     let study = Study::parse(&run.study_file, &run.study_text, reg)
         .context("the stored study file no longer validates with this benchlab")?;
+    let interrupt = interrupt_flag()?;
+    let (pool, inventories) = Pool::preflight(&study, &interrupt)?;
+    store_hosts(store, run_id, inventories)?;
     store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
     store.add_event(run_id, &now_rfc3339(), "resumed", "")?;
-    execute(store, reg, &study, run_id, run.options)
+    execute(store, reg, &study, run_id, run.options, pool, &interrupt)
 }
 
 fn process_is_benchlab(pid: i64) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|c| String::from_utf8_lossy(&c).contains("benchlab"))
         .unwrap_or(false)
-}
-
-/// The two agents of a local run: one for server sides (the system under
-/// test), one for client sides (the load generator).
-struct Agents {
-    exe: std::path::PathBuf,
-    server: AgentHandle,
-    client: AgentHandle,
-}
-
-impl Agents {
-    fn start() -> Result<Agents> {
-        let exe = std::env::current_exe().context("cannot find the benchlab binary")?;
-        let server = AgentHandle::spawn_local(&exe, "sut")?;
-        let client = AgentHandle::spawn_local(&exe, "generator")?;
-        Ok(Agents {
-            exe,
-            server,
-            client,
-        })
-    }
-
-    /// Replaces both agents with fresh ones (after a failed point, their
-    /// state is unknown).
-    fn restart(&mut self) -> Result<()> {
-        self.server.kill_now();
-        self.client.kill_now();
-        self.server = AgentHandle::spawn_local(&self.exe, "sut")?;
-        self.client = AgentHandle::spawn_local(&self.exe, "generator")?;
-        Ok(())
-    }
-
-    fn shutdown(self) {
-        self.server.shutdown();
-        self.client.shutdown();
-    }
 }
 
 /// Why a unit produced no sample.
@@ -174,18 +181,9 @@ fn execute(
     study: &Study,
     run_id: i64,
     opts: RunOptions,
+    mut pool: Pool,
+    interrupt: &AtomicBool,
 ) -> Result<Outcome> {
-    let interrupt = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C exits at once; the first stops cleanly.
-        signal_hook::flag::register_conditional_shutdown(
-            sig,
-            crate::EXIT_INTERRUPTED,
-            interrupt.clone(),
-        )?;
-        signal_hook::flag::register(sig, interrupt.clone())?;
-    }
-
     let plan = Plan::new(study, reg, opts);
     let done = store.done_units(run_id)?;
     let key = |u: &Unit| {
@@ -198,25 +196,6 @@ fn execute(
         .filter(|u| !done.contains(&key(u)))
         .copied()
         .collect();
-
-    let mut agents = Agents::start()?;
-    let inventory =
-        match agents
-            .server
-            .request(&Request::Inventory, Duration::from_secs(60), &interrupt)
-        {
-            Ok(Response::Inventory { inventory }) => inventory,
-            Ok(other) => bail!("agent `sut` answered the inventory request with {other:?}"),
-            Err(e) => return Err(e.into()),
-        };
-    store.add_host(
-        run_id,
-        &HostRow {
-            name: "local".into(),
-            roles: "sut,generator".into(),
-            inventory,
-        },
-    )?;
 
     let mut progress = Progress::new(todo.len(), plan.expected_s(&todo), done.len());
     let mut failed = 0;
@@ -251,7 +230,7 @@ fn execute(
             },
         )?;
         let started = now_rfc3339();
-        let outcome = run_unit(reg, study, point, unit.repetition, &mut agents, &interrupt);
+        let outcome = run_unit(reg, study, point, unit.repetition, &mut pool, interrupt);
         let ended = now_rfc3339();
         let summary = match &outcome {
             Ok(sample) => {
@@ -301,19 +280,17 @@ fn execute(
         };
         progress.end(n, &what, &summary, point.expected_s);
         if matches!(outcome, Err(UnitError::Failed(_))) {
+            // The agents' state is unknown after a failure: stop them all
+            // (every side of the point, on every host); the next point
+            // starts fresh ones.
+            pool.kill_all();
             if study.defaults.on_error == OnError::Stop {
                 stopped = true;
                 break;
             }
-            // The agents' state is unknown after a failure: start afresh.
-            if let Err(e) = agents.restart() {
-                progress.finish();
-                store.set_run_status(run_id, RunStatus::Failed, &now_rfc3339())?;
-                return Err(e.context("cannot restart the agents after a failed point"));
-            }
         }
         if n + 1 < todo.len() && point.quiesce_s > 0.0 {
-            sleep_interruptibly(Duration::from_secs_f64(point.quiesce_s), &interrupt);
+            sleep_interruptibly(Duration::from_secs_f64(point.quiesce_s), interrupt);
         }
     }
     progress.finish();
@@ -322,8 +299,7 @@ fn execute(
     let at = now_rfc3339();
     if interrupted {
         // The abandoned point's sides may be mid-measurement: stop them now.
-        agents.server.kill_now();
-        agents.client.kill_now();
+        pool.kill_all();
         store.set_run_status(run_id, RunStatus::Interrupted, &at)?;
         store.add_event(
             run_id,
@@ -332,7 +308,7 @@ fn execute(
             "stopped by a signal; finished repetitions are kept",
         )?;
     } else {
-        agents.shutdown();
+        pool.shutdown();
         let status = if stopped {
             RunStatus::Failed
         } else {
@@ -366,13 +342,23 @@ fn sleep_interruptibly(d: Duration, interrupt: &AtomicBool) {
     }
 }
 
-/// Runs one repetition: server side, client side, both results, combine.
+fn agent_error(who: &str, message: String, skipped: bool) -> UnitError {
+    if skipped {
+        UnitError::Skipped(format!("{who}: {message}"))
+    } else {
+        UnitError::Failed(format!("{who}: {message}"))
+    }
+}
+
+/// Runs one repetition: the server side on every target host, one client
+/// side per target at the same time, both sides' results, combined per
+/// target and aggregated over targets.
 fn run_unit(
     reg: &Registry,
     study: &Study,
     point: &PlannedPoint,
     repetition: u32,
-    agents: &mut Agents,
+    pool: &mut Pool,
     interrupt: &AtomicBool,
 ) -> std::result::Result<Sample, UnitError> {
     let entry = &study.workloads[point.workload];
@@ -380,61 +366,99 @@ fn run_unit(
     let wl = reg
         .get(&entry.kind)
         .ok_or_else(|| UnitError::Skipped(format!("unknown workload {}", entry.kind)))?;
-    let agent_error = |who: &str, message: String, skipped: bool| {
-        if skipped {
-            UnitError::Skipped(format!("{who}: {message}"))
+    let targets = &entry.servers;
+    let many = targets.len() > 1;
+    let who = |side: &str, host: &str| {
+        if many {
+            format!("{side} side on {host}")
         } else {
-            UnitError::Failed(format!("{who}: {message}"))
+            format!("{side} side")
         }
     };
 
-    let mut server_addr = None;
-    if wl.has_server() {
+    // Server sides.
+    let mut addrs: Vec<Option<SocketAddr>> = Vec::new();
+    for host in targets {
+        if !wl.has_server() {
+            addrs.push(None);
+            continue;
+        }
         let req = Request::Serve {
             kind: entry.kind.clone(),
             params: point.params.clone(),
             placement: config.server.clone(),
-            bind: LOCAL_DATA,
+            bind: pool.bind_address(host),
         };
-        match agents
-            .server
-            .request(&req, Duration::from_secs(60), interrupt)?
-        {
-            Response::Listening { port } => server_addr = Some(SocketAddr::new(LOCAL_DATA, port)),
+        let data_ip = pool.address(host);
+        match pool.agent(host, Role::Server, 0)?.request(
+            &req,
+            Duration::from_secs(60),
+            interrupt,
+        )? {
+            Response::Listening { port } => addrs.push(Some(SocketAddr::new(data_ip, port))),
             Response::Error { message, skipped } => {
-                return Err(agent_error("server side", message, skipped))
+                return Err(agent_error(&who("server", host), message, skipped))
             }
             other => {
                 return Err(UnitError::Failed(format!(
-                    "server side: unexpected answer {other:?}"
+                    "{}: unexpected answer {other:?}",
+                    who("server", host)
                 )))
             }
         }
     }
 
+    // Client sides, one per target, all at once.
     let expected = wl.expected_duration(&point.params);
-    let req = Request::RunClient {
-        kind: entry.kind.clone(),
-        params: point.params.clone(),
-        placement: config.client.clone(),
-        server: server_addr,
-        repetition,
-    };
-    let client = match agents
-        .client
-        .request(&req, expected + CLIENT_SLACK, interrupt)?
-    {
-        Response::Done { result } => Ok(*result),
-        Response::Error { message, skipped } => Err(agent_error("client side", message, skipped)),
-        other => Err(UnitError::Failed(format!(
-            "client side: unexpected answer {other:?}"
-        ))),
-    };
+    let mut clients: Vec<AgentHandle> = Vec::new();
+    for slot in 0..targets.len() {
+        clients.push(pool.take(&entry.client, Role::Client, slot)?);
+    }
+    let results: Vec<Result<Response, AgentError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .iter_mut()
+            .zip(&addrs)
+            .map(|(agent, addr)| {
+                let req = Request::RunClient {
+                    kind: entry.kind.clone(),
+                    params: point.params.clone(),
+                    placement: config.client.clone(),
+                    server: *addr,
+                    repetition,
+                };
+                s.spawn(move || agent.request(&req, expected + CLIENT_SLACK, interrupt))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread"))
+            .collect()
+    });
+    for (slot, agent) in clients.into_iter().enumerate() {
+        pool.put(&entry.client, Role::Client, slot, agent);
+    }
+    let mut client_results: Vec<std::result::Result<SideResult, UnitError>> = Vec::new();
+    for (r, host) in results.into_iter().zip(targets) {
+        client_results.push(match r? {
+            Response::Done { result } => Ok(*result),
+            Response::Error { message, skipped } => {
+                Err(agent_error(&who("client", host), message, skipped))
+            }
+            other => Err(UnitError::Failed(format!(
+                "{}: unexpected answer {other:?}",
+                who("client", host)
+            ))),
+        });
+    }
 
-    let mut server = None;
-    if wl.has_server() {
-        // Collect even after a client failure, so the server is not left
-        // waiting (a short limit then: it has nothing more to wait for).
+    // Collect every server, even after a client failure, so none is left
+    // waiting (with a short limit then: it has nothing more to wait for).
+    let mut server_results: Vec<Option<SideResult>> = Vec::new();
+    for (host, client) in targets.iter().zip(&client_results) {
+        if !wl.has_server() {
+            server_results.push(None);
+            continue;
+        }
         let limit = if client.is_ok() {
             SERVER_FINISH
         } else {
@@ -443,37 +467,108 @@ fn run_unit(
         let req = Request::Collect {
             timeout_ms: limit.as_millis() as u64,
         };
-        let resp = agents
-            .server
-            .request(&req, limit + Duration::from_secs(10), interrupt)?;
-        let client = client.as_ref().map_err(|_| ());
+        let resp = pool.agent(host, Role::Server, 0)?.request(
+            &req,
+            limit + Duration::from_secs(10),
+            interrupt,
+        )?;
         match resp {
-            Response::Done { result } => server = Some(*result),
+            Response::Done { result } => server_results.push(Some(*result)),
             Response::Error { message, skipped } if client.is_ok() => {
-                return Err(agent_error("server side", message, skipped))
+                return Err(agent_error(&who("server", host), message, skipped))
             }
-            _ => {}
+            _ => server_results.push(None),
         }
     }
-    let client = client?;
-    let rss = [
-        ("client_peak_rss_kib", Some(client.peak_rss_kib)),
-        (
-            "server_peak_rss_kib",
-            server.as_ref().map(|s| s.peak_rss_kib),
-        ),
-    ];
-    let mut sample = wl
-        .combine(&point.params, client, server)
-        .map_err(|e| UnitError::Failed(format!("results: {e}")))?;
-    // Every workload's processes are held to the same memory budget, so
-    // their peak RSS is recorded for all of them.
-    for (name, kib) in rss {
-        if let Some(kib) = kib {
-            sample.metrics.insert(name.into(), kib as f64);
+
+    let mut per_target = Vec::new();
+    for ((client, server), host) in client_results.into_iter().zip(server_results).zip(targets) {
+        let client = client?;
+        let rss = [
+            ("client_peak_rss_kib", Some(client.peak_rss_kib)),
+            (
+                "server_peak_rss_kib",
+                server.as_ref().map(|s| s.peak_rss_kib),
+            ),
+        ];
+        let mut sample = wl.combine(&point.params, client, server).map_err(|e| {
+            UnitError::Failed(format!(
+                "results{}: {e}",
+                if many {
+                    format!(" of {host}")
+                } else {
+                    String::new()
+                }
+            ))
+        })?;
+        // Every workload's processes are held to the same memory budget,
+        // so their peak RSS is recorded for all of them.
+        for (name, kib) in rss {
+            if let Some(kib) = kib {
+                sample.metrics.insert(name.into(), kib as f64);
+            }
         }
+        per_target.push((host.clone(), sample));
     }
-    Ok(sample)
+    if !many {
+        return Ok(per_target.pop().expect("one target").1);
+    }
+    Ok(aggregate(wl, &point.params, per_target))
+}
+
+/// Whether a metric adds up over targets (throughputs and counts) rather
+/// than averages (latencies, CPU percentages, sizes).
+fn sums(name: &str, table: &[benchlab_core::MetricSpec]) -> bool {
+    if let Some(spec) = table.iter().find(|m| m.name == name) {
+        return spec.better == Better::Higher;
+    }
+    name.ends_with("_mbps")
+        || name.ends_with("_per_s")
+        || [
+            "bytes",
+            "measured_bytes",
+            "datagrams",
+            "transactions",
+            "iterations",
+            "loss_datagrams",
+            "failed_sends",
+            "lost",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// The aggregate of several targets' samples (seed 003's two-guest
+/// figures): throughputs and counts summed, everything else averaged;
+/// each target's own figures kept as `metric@host`.
+fn aggregate(
+    wl: &dyn Workload,
+    params: &benchlab_core::Params,
+    per_target: Vec<(String, Sample)>,
+) -> Sample {
+    let table = wl.table_metrics(params);
+    let mut out = Sample::default();
+    let mut names: Vec<String> = per_target[0].1.metrics.keys().cloned().collect();
+    names.retain(|n| per_target.iter().all(|(_, s)| s.metrics.contains_key(n)));
+    for n in names {
+        let values: Vec<f64> = per_target.iter().map(|(_, s)| s.metrics[&n]).collect();
+        let total: f64 = values.iter().sum();
+        let v = if sums(&n, &table) {
+            total
+        } else {
+            total / values.len() as f64
+        };
+        out.metrics.insert(n, v);
+    }
+    let mut targets = BTreeMap::new();
+    for (host, s) in per_target {
+        for (k, v) in &s.metrics {
+            out.metrics.insert(format!("{k}@{host}"), *v);
+        }
+        targets.insert(host, s);
+    }
+    out.targets = targets;
+    out
 }
 
 /// Builds the report of a stored run.

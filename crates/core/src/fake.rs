@@ -107,8 +107,8 @@ impl Workload for Fake {
         ctx: &ServerCtx,
         ready: &mut dyn FnMut(u16),
     ) -> Result<SideResult, WorkloadError> {
-        let listener = TcpListener::bind((ctx.bind, 0))
-            .map_err(|e| WorkloadError::io("fake server: bind", e))?;
+        let listener =
+            TcpListener::bind(ctx.bind).map_err(|e| WorkloadError::io("fake server: bind", e))?;
         let port = listener
             .local_addr()
             .map_err(|e| WorkloadError::io("fake server", e))?

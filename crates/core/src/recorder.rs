@@ -23,7 +23,8 @@ pub struct HistogramData {
     pub min: u64,
     /// Exact maximum.
     pub max: u64,
-    /// Exact mean.
+    /// Exact mean (NaN when empty).
+    #[serde(with = "crate::result::nan_as_null")]
     pub mean: f64,
     /// Exact sample standard deviation (n − 1).
     pub stddev: f64,

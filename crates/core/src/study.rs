@@ -114,6 +114,52 @@ pub struct Configuration {
     pub client: Placement,
 }
 
+/// How the controller reaches a host's agent.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// A child process on this machine.
+    Local,
+    /// A child process in a network namespace (`ip netns exec NAME`).
+    Netns(String),
+    /// `ssh DESTINATION benchlab agent --stdio`.
+    Ssh {
+        /// `user@host` or a host alias of the user's ssh config.
+        destination: String,
+        /// `-p PORT`.
+        port: Option<u16>,
+        /// `-i FILE`.
+        identity: Option<String>,
+        /// Extra arguments before the destination (`["-o", "Foo=bar"]`).
+        options: Vec<String>,
+    },
+}
+
+/// One `[[host]]`: where a side of a workload runs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Host {
+    /// Name used by workloads' `server`, `client` and `targets`.
+    pub name: String,
+    /// The control route.
+    pub transport: Transport,
+    /// The data address the other side connects to (an IP address or a
+    /// host name, resolved by the controller); `None`: 127.0.0.1 for local
+    /// hosts, the SSH destination's host for SSH hosts.
+    pub address: Option<String>,
+    /// A fixed data port for server sides (0: any free port).
+    pub data_port: u16,
+    /// The benchlab binary on that host (default: this binary's path for
+    /// local and namespace hosts, `benchlab` on the PATH over SSH).
+    pub benchlab: Option<String>,
+    /// Copy this binary there when it is missing or of another version.
+    pub deploy: bool,
+}
+
+/// Names of the hosts workloads use when they name none.
+pub const DEFAULT_SERVER_HOST: &str = "sut";
+/// See [`DEFAULT_SERVER_HOST`].
+pub const DEFAULT_CLIENT_HOST: &str = "generator";
+
 /// One `[[workload]]`, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadEntry {
@@ -133,6 +179,10 @@ pub struct WorkloadEntry {
     pub base: Params,
     /// Per configuration, the parameters its `set` table overrides.
     pub overrides: Vec<Params>,
+    /// Hosts of the server side: one, or several `targets` driven at once.
+    pub servers: Vec<String>,
+    /// Host of the client side(s).
+    pub client: String,
 }
 
 /// A validated study.
@@ -154,6 +204,9 @@ pub struct Study {
     pub configurations: Vec<Configuration>,
     /// Workloads (at least one).
     pub workloads: Vec<WorkloadEntry>,
+    /// Hosts: those of `[[host]]`, plus `sut` and `generator` on this
+    /// machine when the file does not define them.
+    pub hosts: Vec<Host>,
 }
 
 type Tab<'i> = DeTable<'i>;
@@ -390,7 +443,28 @@ fn type_name(v: &DeValue) -> &'static str {
     }
 }
 
-const TOP_KEYS: &[&str] = &["study", "defaults", "configuration", "workload"];
+/// `testbed` belongs to `benchlab testbed`, which reads the same file.
+const TOP_KEYS: &[&str] = &[
+    "study",
+    "defaults",
+    "configuration",
+    "host",
+    "workload",
+    "testbed",
+];
+const HOST_KEYS: &[&str] = &[
+    "name",
+    "local",
+    "netns",
+    "ssh",
+    "port",
+    "identity",
+    "ssh_options",
+    "address",
+    "data_port",
+    "benchlab",
+    "deploy",
+];
 const STUDY_KEYS: &[&str] = &["name", "description", "order"];
 const DEFAULT_KEYS: &[&str] = &[
     "repetitions",
@@ -403,7 +477,16 @@ const DEFAULT_KEYS: &[&str] = &[
 const CONFIG_KEYS: &[&str] = &["name", "description", "server", "client", "set"];
 const PLACEMENT_KEYS: &[&str] = &["cpus", "nice"];
 /// Keys of `[[workload]]` that are not workload parameters.
-const WORKLOAD_RESERVED: &[&str] = &["kind", "name", "repetitions", "quiesce_s", "rows"];
+const WORKLOAD_RESERVED: &[&str] = &[
+    "kind",
+    "name",
+    "repetitions",
+    "quiesce_s",
+    "rows",
+    "server",
+    "client",
+    "targets",
+];
 const ORDERS: &[&str] = &["sequential", "interleaved"];
 const SELECTIONS: &[&str] = &["median", "median-run", "mean"];
 const ON_ERRORS: &[&str] = &["continue", "stop"];
@@ -605,6 +688,54 @@ impl Study {
             config_sets.push(Vec::new());
         }
 
+        // [[host]]
+        let mut hosts: Vec<Host> = Vec::new();
+        if let Some(v) = doc.get("host") {
+            let items = match v.get_ref() {
+                DeValue::Array(a) => a,
+                _ => {
+                    return Err(cx.err(
+                        v.span(),
+                        "host",
+                        "expected [[host]] entries (a list of tables)",
+                    ))
+                }
+            };
+            for (i, item) in items.iter().enumerate() {
+                let path = format!("host[{i}]");
+                let host = cx.host(item, &path)?;
+                if hosts.iter().any(|h| h.name == host.name) {
+                    let span = cx
+                        .table(item, &path)?
+                        .get("name")
+                        .map(|n| n.span())
+                        .unwrap_or(item.span());
+                    return Err(cx.err(
+                        span,
+                        &format!("{path}.name"),
+                        format!(
+                            "host `{}` is defined twice: names must be unique",
+                            host.name
+                        ),
+                    ));
+                }
+                hosts.push(host);
+            }
+        }
+        for name in [DEFAULT_SERVER_HOST, DEFAULT_CLIENT_HOST] {
+            if !hosts.iter().any(|h| h.name == name) {
+                hosts.push(Host {
+                    name: name.to_string(),
+                    transport: Transport::Local,
+                    address: None,
+                    data_port: 0,
+                    benchlab: None,
+                    deploy: false,
+                });
+            }
+        }
+        let host_names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+
         // [[workload]]
         let items = match doc.get("workload") {
             Some(v) => match v.get_ref() {
@@ -761,6 +892,54 @@ impl Study {
                 overrides.push(o);
             }
 
+            let host_key = |key: &str| -> Result<Option<String>, StudyError> {
+                match t.get(key) {
+                    None => Ok(None),
+                    Some(v) => cx
+                        .choice(v, &format!("{path}.{key}"), &host_names)
+                        .map(Some),
+                }
+            };
+            let client = host_key("client")?.unwrap_or_else(|| DEFAULT_CLIENT_HOST.to_string());
+            let servers = match (t.get("targets"), host_key("server")?) {
+                (Some(v), None) => {
+                    let key = format!("{path}.targets");
+                    let list = match v.get_ref() {
+                        DeValue::Array(a) if !a.is_empty() => a,
+                        _ => {
+                            return Err(cx.err(
+                                v.span(),
+                                &key,
+                                format!(
+                                    "expected a non-empty list of host names (hosts: {})",
+                                    quoted_list(&host_names)
+                                ),
+                            ))
+                        }
+                    };
+                    let mut out: Vec<String> = Vec::new();
+                    for (j, x) in list.iter().enumerate() {
+                        let name = cx.choice(x, &format!("{key}[{j}]"), &host_names)?;
+                        if out.contains(&name) {
+                            return Err(cx.err(
+                                x.span(),
+                                &format!("{key}[{j}]"),
+                                format!("`{name}` is listed twice"),
+                            ));
+                        }
+                        out.push(name);
+                    }
+                    out
+                }
+                (Some(v), Some(_)) => {
+                    return Err(cx.err(
+                        v.span(),
+                        &format!("{path}.targets"),
+                        "give either `server` (one host) or `targets` (several), not both",
+                    ))
+                }
+                (None, server) => vec![server.unwrap_or_else(|| DEFAULT_SERVER_HOST.to_string())],
+            };
             let entry = WorkloadEntry {
                 name,
                 kind,
@@ -770,7 +949,10 @@ impl Study {
                 axes,
                 base,
                 overrides,
+                servers,
+                client,
             };
+
             // Stage two: every expanded point must satisfy the workload's own rules.
             for point in entry.points() {
                 for o in &entry.overrides {
@@ -801,11 +983,196 @@ impl Study {
             defaults,
             configurations,
             workloads,
+            hosts,
         })
+    }
+
+    /// A host by name (every name a workload uses exists).
+    pub fn host(&self, name: &str) -> &Host {
+        self.hosts
+            .iter()
+            .find(|h| h.name == name)
+            .expect("workload hosts are validated")
     }
 }
 
 impl Ctx<'_> {
+    fn host(&self, item: &Val, path: &str) -> Result<Host, StudyError> {
+        let t = self.table(item, path)?;
+        self.check_keys(t, path, HOST_KEYS)?;
+        let key = |k: &str| format!("{path}.{k}");
+        let name = match t.get("name") {
+            Some(n) => self.string(n, &key("name"))?,
+            None => {
+                return Err(self.err(
+                    item.span(),
+                    &key("name"),
+                    "missing: every host needs a name",
+                ))
+            }
+        };
+        if name.trim().is_empty() {
+            return Err(self.err(
+                t.get("name").unwrap().span(),
+                &key("name"),
+                "must not be empty",
+            ));
+        }
+        let routes: Vec<&str> = ["local", "netns", "ssh"]
+            .into_iter()
+            .filter(|k| t.get(*k).is_some())
+            .collect();
+        if routes.len() > 1 {
+            let span = t.get(routes[1]).unwrap().span();
+            return Err(self.err(
+                span,
+                &key(routes[1]),
+                format!(
+                    "a host is reached one way: give only one of local, netns, ssh (found {})",
+                    routes.join(", ")
+                ),
+            ));
+        }
+        if routes.first() != Some(&"ssh") {
+            for k in ["port", "identity", "ssh_options"] {
+                if let Some(v) = t.get(k) {
+                    return Err(self.err(
+                        v.span(),
+                        &key(k),
+                        "only SSH hosts (`ssh = \"user@host\"`) take this key",
+                    ));
+                }
+            }
+        }
+        let transport = match routes.first() {
+            None => Transport::Local,
+            Some(&"local") => {
+                let v = t.get("local").unwrap();
+                match v.get_ref() {
+                    DeValue::Boolean(true) => Transport::Local,
+                    _ => {
+                        return Err(self.err(
+                            v.span(),
+                            &key("local"),
+                            "expected `local = true` (or leave it out)",
+                        ))
+                    }
+                }
+            }
+            Some(&"netns") => {
+                let v = t.get("netns").unwrap();
+                let ns = self.string(v, &key("netns"))?;
+                if ns.is_empty() || ns.contains('/') {
+                    return Err(self.err(
+                        v.span(),
+                        &key("netns"),
+                        "expected a network namespace name (see `ip netns list`)",
+                    ));
+                }
+                Transport::Netns(ns)
+            }
+            _ => {
+                let v = t.get("ssh").unwrap();
+                let destination = self.string(v, &key("ssh"))?;
+                if destination.is_empty() || destination.starts_with('-') {
+                    return Err(self.err(
+                        v.span(),
+                        &key("ssh"),
+                        "expected an SSH destination such as \"root@10.0.0.2\" or a host alias",
+                    ));
+                }
+                let port = match t.get("port") {
+                    Some(p) => {
+                        let n = self.int(p, &key("port"))?;
+                        if !(1..=65535).contains(&n) {
+                            return Err(self.err(
+                                p.span(),
+                                &key("port"),
+                                format!("{n} is not a port (1 … 65535)"),
+                            ));
+                        }
+                        Some(n as u16)
+                    }
+                    None => None,
+                };
+                let identity = t
+                    .get("identity")
+                    .map(|v| self.string(v, &key("identity")))
+                    .transpose()?;
+                let mut options = Vec::new();
+                if let Some(v) = t.get("ssh_options") {
+                    match v.get_ref() {
+                        DeValue::Array(a) => {
+                            for (j, o) in a.iter().enumerate() {
+                                options
+                                    .push(self.string(o, &format!("{}[{j}]", key("ssh_options")))?);
+                            }
+                        }
+                        _ => return Err(self.err(
+                            v.span(),
+                            &key("ssh_options"),
+                            "expected a list of ssh arguments, e.g. [\"-o\", \"ConnectTimeout=5\"]",
+                        )),
+                    }
+                }
+                Transport::Ssh {
+                    destination,
+                    port,
+                    identity,
+                    options,
+                }
+            }
+        };
+        let address = t
+            .get("address")
+            .map(|v| self.string(v, &key("address")))
+            .transpose()?;
+        if address.is_none() {
+            if let Transport::Netns(_) = transport {
+                return Err(self.err(item.span(), &key("address"), "missing: a namespace host needs the data address other hosts reach it at (e.g. \"10.203.0.1\")"));
+            }
+        }
+        let data_port = match t.get("data_port") {
+            Some(p) => {
+                let n = self.int(p, &key("data_port"))?;
+                if !(0..=65535).contains(&n) {
+                    return Err(self.err(
+                        p.span(),
+                        &key("data_port"),
+                        format!("{n} is not a port (0 … 65535; 0 = any)"),
+                    ));
+                }
+                n as u16
+            }
+            None => 0,
+        };
+        let benchlab = t
+            .get("benchlab")
+            .map(|v| self.string(v, &key("benchlab")))
+            .transpose()?;
+        let deploy = match t.get("deploy") {
+            Some(v) => match v.get_ref() {
+                DeValue::Boolean(b) => *b,
+                other => {
+                    return Err(self.err(
+                        v.span(),
+                        &key("deploy"),
+                        format!("expected true or false, found {}", type_name(other)),
+                    ))
+                }
+            },
+            None => false,
+        };
+        Ok(Host {
+            name,
+            transport,
+            address,
+            data_port,
+            benchlab,
+            deploy,
+        })
+    }
+
     fn placement(&self, v: &Val, path: &str) -> Result<Placement, StudyError> {
         let t = self.table(v, path)?;
         self.check_keys(t, path, PLACEMENT_KEYS)?;

@@ -3,7 +3,7 @@
 //! the binary (one line per workload), so workload crates know nothing of
 //! the store, the report or the CLI.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,8 +76,8 @@ pub const ABORT_POLL: Duration = Duration::from_millis(200);
 /// What the server side is given.
 #[derive(Debug, Clone)]
 pub struct ServerCtx {
-    /// Address to listen on (port 0: the server picks one and reports it).
-    pub bind: IpAddr,
+    /// Address to listen on (port 0: any free port, reported to `ready`).
+    pub bind: SocketAddr,
     /// Set when the controller abandons the point.
     pub abort: Arc<AtomicBool>,
 }
@@ -122,7 +122,7 @@ pub trait Workload: Send + Sync + 'static {
         true
     }
     /// Runs the server side of one point on the calling thread (the agent
-    /// has already placed it): bind on `ctx.bind` port 0, call `ready` once
+    /// has already placed it): bind on `ctx.bind`, call `ready` once
     /// with the bound port, serve the client until it is done, and return
     /// the server's result. Blocking calls wake up at least every
     /// [`ABORT_POLL`] to check `ctx.abort`.

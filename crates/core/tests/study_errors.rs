@@ -52,7 +52,10 @@ fn unknown_top_level_key() {
         &e,
         3,
         "defaultz",
-        &["unknown key", "study, defaults, configuration, workload"],
+        &[
+            "unknown key",
+            "study, defaults, configuration, host, workload, testbed",
+        ],
     );
 }
 

@@ -40,7 +40,8 @@ pub enum StoreError {
 type Result<T> = std::result::Result<T, StoreError>;
 
 /// Migrations, in order; migration `i` brings the schema to version `i+1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE run (
     id               INTEGER PRIMARY KEY,
     study_name       TEXT NOT NULL,
@@ -118,7 +119,19 @@ CREATE TABLE run_event (
     kind    TEXT NOT NULL,
     message TEXT NOT NULL
 );
-"#];
+"#,
+    r#"
+-- Workloads with several targets (seed 003's two guests): each target's
+-- own sides, next to the aggregate sample.
+CREATE TABLE target_result (
+    sample_id   INTEGER NOT NULL REFERENCES sample(id),
+    target      TEXT NOT NULL,
+    side        TEXT NOT NULL CHECK (side IN ('client', 'server')),
+    result_json TEXT NOT NULL,
+    PRIMARY KEY (sample_id, target, side)
+);
+"#,
+];
 
 /// The newest schema version this binary knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -450,7 +463,19 @@ impl Store {
             ],
         )?;
         let sample_id = tx.last_insert_rowid();
-        if let Some(s) = sample {
+        if let Some(s) = sample.filter(|s| !s.targets.is_empty()) {
+            for (target, t) in &s.targets {
+                let sides = [("client", Some(&t.client)), ("server", t.server.as_ref())];
+                for (side, result) in sides {
+                    let Some(result) = result else { continue };
+                    tx.execute(
+                        "INSERT INTO target_result (sample_id, target, side, result_json) VALUES (?1, ?2, ?3, ?4)",
+                        params![sample_id, target, side, serde_json::to_string(result)?],
+                    )?;
+                }
+            }
+        }
+        if let Some(s) = sample.filter(|s| s.targets.is_empty()) {
             let sides = [("client", Some(&s.client)), ("server", s.server.as_ref())];
             for (side, result) in sides {
                 let Some(result) = result else { continue };
@@ -702,6 +727,28 @@ impl Store {
             out.push((side, result));
         }
         Ok(out)
+    }
+
+    /// Per target, the raw side results of one repetition of a workload
+    /// with several targets: (target, side, result).
+    pub fn target_results(
+        &self,
+        point_id: i64,
+        repetition: u32,
+    ) -> Result<Vec<(String, String, SideResult)>> {
+        let mut st = self.conn.prepare(
+            "SELECT t.target, t.side, t.result_json FROM target_result t
+             JOIN sample s ON s.id = t.sample_id
+             WHERE s.point_id = ?1 AND s.repetition = ?2 ORDER BY t.target, t.side",
+        )?;
+        let rows: Vec<(String, String, String)> = st
+            .query_map(params![point_id, repetition as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        rows.into_iter()
+            .map(|(t, side, json)| Ok((t, side, serde_json::from_str(&json)?)))
+            .collect()
     }
 
     /// (config, workload, point, repetition) of every recorded repetition

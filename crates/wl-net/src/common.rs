@@ -224,13 +224,19 @@ fn wait_fd(
 /// `ip` port 0, and the port the kernel picked.
 pub(crate) fn bind_server(
     proto: Proto,
-    ip: IpAddr,
+    addr: SocketAddr,
     bufs: Bufs,
     what: &str,
 ) -> Result<(Socket, u16), WorkloadError> {
-    let s = new_socket(proto, ip, bufs, what)?;
-    s.bind(&SocketAddr::new(ip, 0).into())
-        .map_err(io_err(what, &format!("bind {ip} port 0")))?;
+    let s = new_socket(proto, addr.ip(), bufs, what)?;
+    if addr.port() != 0 {
+        // A fixed data port (a host's `data_port`) is bound point after
+        // point; the previous point's connection may still be in TIME_WAIT.
+        s.set_reuse_address(true)
+            .map_err(io_err(what, "setsockopt(SO_REUSEADDR)"))?;
+    }
+    s.bind(&addr.into())
+        .map_err(io_err(what, &format!("bind {addr}")))?;
     if proto == Proto::Tcp {
         // One point = one data connection; a backlog of 1 is enough.
         s.listen(1).map_err(io_err(what, "listen"))?;

@@ -306,6 +306,7 @@ impl Workload for NetPingpong {
             metrics: m,
             client,
             server: Some(server),
+            ..Sample::default()
         })
     }
 }

@@ -284,6 +284,7 @@ impl Workload for NetRr {
             metrics: m,
             client,
             server: Some(server),
+            ..Sample::default()
         })
     }
 }

@@ -342,6 +342,7 @@ impl Workload for NetStream {
             metrics: m,
             client,
             server: Some(server),
+            ..Sample::default()
         })
     }
 }

@@ -55,7 +55,7 @@ fn run(w: &'static dyn Workload, p: &Params, abort_after: Option<Duration>) -> R
     let (tx, rx) = mpsc::channel();
     let sp = p.clone();
     let sctx = ServerCtx {
-        bind: LO,
+        bind: std::net::SocketAddr::new(LO, 0),
         abort: abort.clone(),
     };
     let server = thread::spawn(move || {
@@ -369,7 +369,7 @@ fn abort_while_waiting_for_a_client() {
     let p = params(&RR, &[]);
     let abort = Arc::new(AtomicBool::new(false));
     let ctx = ServerCtx {
-        bind: LO,
+        bind: std::net::SocketAddr::new(LO, 0),
         abort: abort.clone(),
     };
     let a = abort.clone();

@@ -1,0 +1,445 @@
+//! Hosts and their agents: how each host is reached (a local child,
+//! `ip netns exec`, or SSH), deploying this binary where asked, resolving
+//! data addresses, and the preflight that proves every host reachable,
+//! of the same version, and able to reach the others' data ports before
+//! the first point runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use benchlab_agent::{AgentError, AgentHandle, Request, Response};
+use benchlab_core::placement::Placement;
+use benchlab_core::study::{Host, Study, Transport};
+use benchlab_core::{Params, Value};
+
+/// The side of a workload an agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Role {
+    Server,
+    Client,
+}
+
+/// Where deployed binaries go on SSH hosts, relative to the login
+/// directory, when the host does not name a path.
+const DEPLOY_PATH: &str = ".cache/benchlab/benchlab";
+/// How long the preflight's data-path probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn exe() -> Result<String> {
+    Ok(std::env::current_exe()
+        .context("cannot find the benchlab binary")?
+        .display()
+        .to_string())
+}
+
+/// How to describe a host's control route in messages.
+pub(crate) fn route(host: &Host) -> String {
+    match &host.transport {
+        Transport::Local => "local".into(),
+        Transport::Netns(ns) => format!("netns {ns}"),
+        Transport::Ssh { destination, .. } => format!("ssh {destination}"),
+    }
+}
+
+/// The benchlab binary's path on a host.
+fn remote_path(host: &Host) -> Result<String> {
+    Ok(match (&host.benchlab, &host.transport) {
+        (Some(p), _) => p.clone(),
+        (None, Transport::Ssh { .. }) if host.deploy => DEPLOY_PATH.into(),
+        (None, Transport::Ssh { .. }) => "benchlab".into(),
+        (None, _) => exe()?,
+    })
+}
+
+/// `ssh [options] DESTINATION --` with the host's port, identity and
+/// options. BatchMode: a study runs unattended, so a password prompt
+/// must fail fast instead of hanging; the user's ssh config and agent
+/// still apply.
+fn ssh_command(host: &Host) -> Command {
+    let Transport::Ssh {
+        destination,
+        port,
+        identity,
+        options,
+    } = &host.transport
+    else {
+        unreachable!("ssh_command on a non-SSH host");
+    };
+    let mut c = Command::new("ssh");
+    c.args(["-T", "-o", "BatchMode=yes"]);
+    if let Some(p) = port {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(i) = identity {
+        c.arg("-i").arg(i);
+    }
+    c.args(options).arg(destination).arg("--");
+    c
+}
+
+/// Quotes a word for the remote shell ssh runs commands with.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The command that starts a host's agent.
+fn agent_command(host: &Host) -> Result<Command> {
+    let path = remote_path(host)?;
+    Ok(match &host.transport {
+        Transport::Local => {
+            let mut c = Command::new(path);
+            c.args(["agent", "--stdio"]);
+            c
+        }
+        Transport::Netns(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, &path, "agent", "--stdio"]);
+            c
+        }
+        Transport::Ssh { .. } => {
+            let mut c = ssh_command(host);
+            c.arg(format!("{} agent --stdio", sh_quote(&path)));
+            c
+        }
+    })
+}
+
+/// Copies this binary to an SSH host when it is missing there or of
+/// another version (`deploy = true`).
+fn deploy(host: &Host) -> Result<()> {
+    let path = remote_path(host)?;
+    let version = ssh_command(host)
+        .arg(format!("{} --version", sh_quote(&path)))
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run ssh")?;
+    let want = format!("benchlab {}", benchlab_core::VERSION);
+    if version.status.success() && String::from_utf8_lossy(&version.stdout).trim() == want {
+        return Ok(());
+    }
+    let bin = std::fs::File::open(exe()?).context("cannot read this benchlab binary")?;
+    let script = format!(
+        "set -e; p={}; mkdir -p \"$(dirname \"$p\")\"; cat > \"$p.part\"; chmod 755 \"$p.part\"; mv -f \"$p.part\" \"$p\"",
+        sh_quote(&path)
+    );
+    let out = ssh_command(host)
+        .arg(script)
+        .stdin(Stdio::from(bin))
+        .output()
+        .context("cannot run ssh")?;
+    if !out.status.success() {
+        bail!(
+            "copying benchlab to {path} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The data address of a host: its `address`, else 127.0.0.1 for local
+/// hosts and the SSH destination's host name.
+fn resolve(host: &Host) -> Result<IpAddr> {
+    let name = match (&host.address, &host.transport) {
+        (Some(a), _) => a.clone(),
+        (None, Transport::Local) => return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        (None, Transport::Ssh { destination, .. }) => {
+            let h = destination.rsplit('@').next().unwrap_or(destination);
+            h.trim_start_matches('[').trim_end_matches(']').to_string()
+        }
+        (None, Transport::Netns(_)) => bail!("no data address"),
+    };
+    if let Ok(ip) = name.parse() {
+        return Ok(ip);
+    }
+    (name.as_str(), 0)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve its data address `{name}`"))?
+        .next()
+        .map(|a| a.ip())
+        .with_context(|| format!("`{name}` has no address"))
+}
+
+/// Every agent of a run, started lazily and keyed by (host, role, slot):
+/// a host that serves several targets' clients at once gets one client
+/// agent per target.
+pub(crate) struct Pool {
+    hosts: BTreeMap<String, Host>,
+    addresses: HashMap<String, IpAddr>,
+    agents: HashMap<(String, Role, usize), AgentHandle>,
+}
+
+impl Pool {
+    /// The data address of a host.
+    pub(crate) fn address(&self, host: &str) -> IpAddr {
+        self.addresses[host]
+    }
+
+    /// Where a server side on `host` listens: its data address if that is
+    /// a loopback address (so nothing is exposed), else every address of
+    /// the host (its data address may be a relay's or a NAT's), on the
+    /// host's data port.
+    pub(crate) fn bind_address(&self, host: &str) -> SocketAddr {
+        let ip = self.address(host);
+        let bind = match ip {
+            _ if ip.is_loopback() => ip,
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        SocketAddr::new(bind, self.hosts[host].data_port)
+    }
+
+    fn name(host: &str, role: Role, slot: usize) -> String {
+        let role = match role {
+            Role::Server => "server",
+            Role::Client => "client",
+        };
+        if slot == 0 {
+            format!("{host}/{role}")
+        } else {
+            format!("{host}/{role}#{}", slot + 1)
+        }
+    }
+
+    fn spawn(&self, host: &str, role: Role, slot: usize) -> Result<AgentHandle, AgentError> {
+        let h = &self.hosts[host];
+        let name = Self::name(host, role, slot);
+        let cmd = agent_command(h).map_err(|e| AgentError::Spawn {
+            name: name.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        AgentHandle::spawn(cmd, &name)
+    }
+
+    /// The agent for a side, started if needed.
+    pub(crate) fn agent(
+        &mut self,
+        host: &str,
+        role: Role,
+        slot: usize,
+    ) -> Result<&mut AgentHandle, AgentError> {
+        let key = (host.to_string(), role, slot);
+        if !self.agents.contains_key(&key) {
+            let a = self.spawn(host, role, slot)?;
+            self.agents.insert(key.clone(), a);
+        }
+        Ok(self.agents.get_mut(&key).expect("just inserted"))
+    }
+
+    /// Takes an agent out of the pool (to drive several at once from
+    /// threads); give it back with [`Pool::put`].
+    pub(crate) fn take(
+        &mut self,
+        host: &str,
+        role: Role,
+        slot: usize,
+    ) -> Result<AgentHandle, AgentError> {
+        self.agent(host, role, slot)?;
+        Ok(self
+            .agents
+            .remove(&(host.to_string(), role, slot))
+            .expect("present"))
+    }
+
+    /// Returns an agent taken with [`Pool::take`].
+    pub(crate) fn put(&mut self, host: &str, role: Role, slot: usize, agent: AgentHandle) {
+        self.agents.insert((host.to_string(), role, slot), agent);
+    }
+
+    /// Kills every agent at once; they are started afresh when needed.
+    pub(crate) fn kill_all(&mut self) {
+        for (_, mut a) in self.agents.drain() {
+            a.kill_now();
+        }
+    }
+
+    /// Stops every agent in order.
+    pub(crate) fn shutdown(mut self) {
+        for (_, a) in self.agents.drain() {
+            a.shutdown();
+        }
+    }
+
+    /// Starts the agents of every host the study uses and checks, before
+    /// anything runs, that each is reachable and of this version and that
+    /// every client host reaches every server host's data port. Reports
+    /// one line per failing host. Returns the pool and each host's
+    /// inventory with its roles.
+    pub(crate) fn preflight(
+        study: &Study,
+        interrupt: &AtomicBool,
+    ) -> Result<(Pool, Vec<(String, String, serde_json::Value)>)> {
+        let mut roles: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut slots: BTreeMap<String, usize> = BTreeMap::new();
+        for w in &study.workloads {
+            for s in &w.servers {
+                roles.entry(s.clone()).or_default().push("server");
+                let pair = (w.client.clone(), s.clone());
+                if !pairs.contains(&pair) {
+                    pairs.push(pair);
+                }
+            }
+            roles.entry(w.client.clone()).or_default().push("client");
+            let n = slots.entry(w.client.clone()).or_default();
+            *n = (*n).max(w.servers.len());
+        }
+        let mut pool = Pool {
+            hosts: study
+                .hosts
+                .iter()
+                .map(|h| (h.name.clone(), h.clone()))
+                .collect(),
+            addresses: HashMap::new(),
+            agents: HashMap::new(),
+        };
+        let mut problems: Vec<String> = Vec::new();
+        let mut inventories = Vec::new();
+        for (host, rs) in &roles {
+            let h = pool.hosts[host].clone();
+            let what = format!("host `{host}` ({})", route(&h));
+            match resolve(&h) {
+                Ok(ip) => {
+                    pool.addresses.insert(host.clone(), ip);
+                }
+                Err(e) => {
+                    problems.push(format!("{what}: {e:#}"));
+                    continue;
+                }
+            }
+            if h.deploy {
+                if let Transport::Ssh { .. } = h.transport {
+                    if let Err(e) = deploy(&h) {
+                        problems.push(format!("{what}: {e:#}"));
+                        continue;
+                    }
+                }
+            }
+            let mut started = Vec::new();
+            if rs.contains(&"server") {
+                started.push((Role::Server, 0));
+            }
+            if rs.contains(&"client") {
+                for slot in 0..slots[host] {
+                    started.push((Role::Client, slot));
+                }
+            }
+            let mut inventory = None;
+            for (role, slot) in started {
+                let agent = match pool.agent(host, role, slot) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        problems.push(format!("{what}: unreachable: {e}"));
+                        break;
+                    }
+                };
+                if agent.version != benchlab_core::VERSION {
+                    problems.push(format!(
+                        "{what}: runs benchlab {}, this controller is {} (set `deploy = true` to copy this binary there)",
+                        agent.version,
+                        benchlab_core::VERSION
+                    ));
+                    break;
+                }
+                if inventory.is_none() {
+                    match agent.request(&Request::Inventory, Duration::from_secs(60), interrupt) {
+                        Ok(Response::Inventory { inventory: inv }) => inventory = Some(inv),
+                        Ok(other) => {
+                            problems.push(format!("{what}: bad inventory answer {other:?}"))
+                        }
+                        Err(e) => problems.push(format!("{what}: {e}")),
+                    }
+                }
+            }
+            if let Some(inv) = inventory {
+                let mut r: Vec<&str> = rs.clone();
+                r.sort_unstable();
+                r.dedup();
+                inventories.push((host.clone(), r.join(","), inv));
+            }
+        }
+        if problems.is_empty() {
+            for (client, server) in &pairs {
+                if let Err(e) = pool.probe(client, server, interrupt) {
+                    let ip = pool.address(server);
+                    let dest = match pool.hosts[server].data_port {
+                        0 => ip.to_string(),
+                        port => SocketAddr::new(ip, port).to_string(),
+                    };
+                    problems.push(format!(
+                        "host `{client}` ({}) cannot reach host `{server}`'s data address {dest}: {e:#}",
+                        route(&pool.hosts[client]),
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            pool.kill_all();
+            bail!(
+                "preflight failed; nothing was run:\n  {}",
+                problems.join("\n  ")
+            );
+        }
+        Ok((pool, inventories))
+    }
+
+    /// Proves that `client` reaches `server`'s data port: one `fake`
+    /// point between them, through the same agents and addresses as the
+    /// real points.
+    fn probe(&mut self, client: &str, server: &str, interrupt: &AtomicBool) -> Result<()> {
+        let mut params = Params::default();
+        for (k, v) in [
+            ("size", Value::Int(0)),
+            ("value", Value::Float(0.0)),
+            ("latency_us", Value::Float(0.0)),
+            ("step", Value::Float(0.0)),
+            ("sleep_s", Value::Float(0.0)),
+            ("fail", Value::Bool(false)),
+        ] {
+            params.set(k, v);
+        }
+        let bind = self.bind_address(server);
+        let addr = self.address(server);
+        let port = match self.agent(server, Role::Server, 0)?.request(
+            &Request::Serve {
+                kind: "fake".into(),
+                params: params.clone(),
+                placement: Placement::default(),
+                bind,
+            },
+            PROBE_TIMEOUT,
+            interrupt,
+        )? {
+            Response::Listening { port } => port,
+            Response::Error { message, .. } => {
+                bail!("its server side cannot listen on {bind}: {message}")
+            }
+            other => bail!("unexpected answer {other:?}"),
+        };
+        let client_result = self.agent(client, Role::Client, 0)?.request(
+            &Request::RunClient {
+                kind: "fake".into(),
+                params,
+                placement: Placement::default(),
+                server: Some(SocketAddr::new(addr, port)),
+                repetition: 0,
+            },
+            PROBE_TIMEOUT,
+            interrupt,
+        )?;
+        let collect = self.agent(server, Role::Server, 0)?.request(
+            &Request::Collect { timeout_ms: 2000 },
+            PROBE_TIMEOUT,
+            interrupt,
+        )?;
+        match (client_result, collect) {
+            (Response::Done { .. }, Response::Done { .. }) => Ok(()),
+            (Response::Error { message, .. }, _) => bail!("{message}"),
+            (_, Response::Error { message, .. }) => bail!("{message}"),
+            (a, b) => bail!("unexpected answers {a:?} / {b:?}"),
+        }
+    }
+}
