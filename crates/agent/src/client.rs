@@ -2,7 +2,8 @@
 //! standard input and output.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -63,6 +64,10 @@ pub enum AgentError {
 pub struct AgentHandle {
     name: String,
     child: Option<Child>,
+    /// For agents over TCP: a handle to shut the connection down, which
+    /// ends the agent's session (dropping our writer alone would not, as
+    /// the reader thread holds the socket open too).
+    tcp: Option<TcpStream>,
     stdin: Box<dyn Write + Send>,
     responses: mpsc::Receiver<std::io::Result<Option<Response>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -131,6 +136,7 @@ impl AgentHandle {
         let agent = AgentHandle {
             name: name.to_string(),
             child: Some(child),
+            tcp: None,
             stdin: Box::new(stdin),
             responses,
             stderr,
@@ -140,15 +146,16 @@ impl AgentHandle {
         agent.handshake()
     }
 
-    /// An agent reached over an established byte stream (an authenticated
-    /// TCP connection to `benchlab agent --listen`).
-    pub fn over_stream<R, W>(reader: R, writer: W, name: &str) -> Result<AgentHandle, AgentError>
-    where
-        R: Read + Send + 'static,
-        W: Write + Send + 'static,
-    {
+    /// An agent reached over an authenticated TCP connection to
+    /// `benchlab agent --listen` (see [`crate::listen::connect`]).
+    pub fn over_tcp(stream: TcpStream, name: &str) -> Result<AgentHandle, AgentError> {
+        let io = |source| AgentError::Spawn {
+            name: name.to_string(),
+            source,
+        };
+        let mut reader = stream.try_clone().map_err(io)?;
+        let closer = stream.try_clone().map_err(io)?;
         let (tx, responses) = mpsc::channel();
-        let mut reader = reader;
         std::thread::spawn(move || loop {
             let msg = read_frame::<_, Response>(&mut reader);
             let end = !matches!(msg, Ok(Some(_)));
@@ -159,7 +166,8 @@ impl AgentHandle {
         let agent = AgentHandle {
             name: name.to_string(),
             child: None,
-            stdin: Box::new(writer),
+            tcp: Some(closer),
+            stdin: Box::new(stream),
             responses,
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             pid: 0,
@@ -289,8 +297,9 @@ impl AgentHandle {
                 let _ = child.wait();
             }
             None => {
-                // Replacing the writer drops (closes) the connection.
-                self.stdin = Box::new(std::io::sink());
+                if let Some(s) = &self.tcp {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
             }
         }
     }
@@ -298,6 +307,9 @@ impl AgentHandle {
 
 impl Drop for AgentHandle {
     fn drop(&mut self) {
+        if let Some(s) = &self.tcp {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(child) = self.child.as_mut() {
             if let Ok(None) = child.try_wait() {
                 let _ = child.kill();

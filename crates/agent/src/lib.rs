@@ -11,8 +11,10 @@
 //! The agent executes only the requests below — workload sides from its own
 //! registry and inventory — never a command sent over the wire.
 
+pub mod auth;
 pub mod client;
 pub mod frame;
+pub mod listen;
 pub mod protocol;
 pub mod server;
 

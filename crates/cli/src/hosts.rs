@@ -42,6 +42,7 @@ pub(crate) fn route(host: &Host) -> String {
         Transport::Local => "local".into(),
         Transport::Netns(ns) => format!("netns {ns}"),
         Transport::Ssh { destination, .. } => format!("ssh {destination}"),
+        Transport::Tcp { agent, .. } => format!("agent {agent}"),
     }
 }
 
@@ -105,6 +106,7 @@ fn agent_command(host: &Host) -> Result<Command> {
             c.arg(format!("{} agent --stdio", sh_quote(&path)));
             c
         }
+        Transport::Tcp { .. } => unreachable!("TCP agents are connected to, not started"),
     })
 }
 
@@ -150,6 +152,10 @@ fn resolve(host: &Host) -> Result<IpAddr> {
             let h = destination.rsplit('@').next().unwrap_or(destination);
             h.trim_start_matches('[').trim_end_matches(']').to_string()
         }
+        (None, Transport::Tcp { agent, .. }) => agent
+            .rsplit_once(':')
+            .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']').to_string())
+            .unwrap_or_default(),
         (None, Transport::Netns(_)) => bail!("no data address"),
     };
     if let Ok(ip) = name.parse() {
@@ -162,6 +168,9 @@ fn resolve(host: &Host) -> Result<IpAddr> {
         .map(|a| a.ip())
         .with_context(|| format!("`{name}` has no address"))
 }
+
+/// A host's name, the roles it plays (`client,server`) and its inventory.
+pub(crate) type HostInventory = (String, String, serde_json::Value);
 
 /// Every agent of a run, started lazily and keyed by (host, role, slot):
 /// a host that serves several targets' clients at once gets one client
@@ -207,6 +216,22 @@ impl Pool {
     fn spawn(&self, host: &str, role: Role, slot: usize) -> Result<AgentHandle, AgentError> {
         let h = &self.hosts[host];
         let name = Self::name(host, role, slot);
+        if let Transport::Tcp { agent, key_file } = &h.transport {
+            let refused = |reason: String| AgentError::Refused {
+                name: name.clone(),
+                reason,
+            };
+            let addr = agent
+                .to_socket_addrs()
+                .map_err(|e| refused(format!("cannot resolve {agent}: {e}")))?
+                .next()
+                .ok_or_else(|| refused(format!("{agent} has no address")))?;
+            let key = benchlab_agent::auth::load_key(std::path::Path::new(key_file))
+                .map_err(|e| refused(e.to_string()))?;
+            let stream = benchlab_agent::listen::connect(addr, &key, Duration::from_secs(10))
+                .map_err(|e| refused(e.to_string()))?;
+            return AgentHandle::over_tcp(stream, &name);
+        }
         let cmd = agent_command(h).map_err(|e| AgentError::Spawn {
             name: name.clone(),
             source: std::io::Error::other(e.to_string()),
@@ -271,7 +296,7 @@ impl Pool {
     pub(crate) fn preflight(
         study: &Study,
         interrupt: &AtomicBool,
-    ) -> Result<(Pool, Vec<(String, String, serde_json::Value)>)> {
+    ) -> Result<(Pool, Vec<HostInventory>)> {
         let mut roles: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         let mut pairs: Vec<(String, String)> = Vec::new();
         let mut slots: BTreeMap<String, usize> = BTreeMap::new();

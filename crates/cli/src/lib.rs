@@ -111,11 +111,66 @@ enum Command {
     },
     /// List the workloads and their parameters.
     Workloads,
-    /// Serve the control protocol (started by the controller, not by hand).
+    /// Serve the control protocol: on standard input/output (started by the
+    /// controller, locally, with `ip netns exec` or over SSH), or on a TCP
+    /// address for hosts without SSH, where every controller must prove it
+    /// holds the shared key.
     Agent {
         /// Speak the protocol on standard input and output.
-        #[arg(long, required = true)]
+        #[arg(long, conflicts_with = "listen", required_unless_present = "listen")]
         stdio: bool,
+        /// Listen for controllers on this address (e.g. 0.0.0.0:7300).
+        #[arg(long, value_name = "ADDR", requires = "key_file")]
+        listen: Option<std::net::SocketAddr>,
+        /// The shared secret (at least 16 bytes; readable by its owner only).
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+        /// Serve one authenticated controller, then exit.
+        #[arg(long, requires = "listen")]
+        once: bool,
+    },
+    /// Build, inspect or remove a test bed of network-namespace hosts.
+    Testbed {
+        #[command(subcommand)]
+        action: TestbedAction,
+    },
+    /// Relay TCP and UDP between two addresses, holding every chunk and
+    /// datagram for a fixed delay (a stand-in for netem's delay on kernels
+    /// without it). Runs until SIGINT or SIGTERM, then prints its
+    /// statistics (the hold times it actually applied) as JSON.
+    Relay {
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        /// Address to relay to.
+        #[arg(long, value_name = "ADDR")]
+        to: std::net::SocketAddr,
+        /// One-way delay in milliseconds, applied in each direction.
+        #[arg(long, value_name = "MS", default_value = "0")]
+        delay_ms: f64,
+        /// tcp, udp or both.
+        #[arg(long, default_value = "both")]
+        protocol: String,
+    },
+}
+
+/// `benchlab testbed …`
+#[derive(Subcommand)]
+enum TestbedAction {
+    /// Create the test bed a file's `[testbed]` table describes.
+    Up {
+        /// A study file or a file of its own with a `[testbed]` table.
+        file: PathBuf,
+    },
+    /// Remove everything a test bed created (also after a crash).
+    Down {
+        /// The test bed's name, or the file that describes it.
+        name: String,
+    },
+    /// Show what a test bed created and whether it still exists.
+    Status {
+        /// The test bed's name, or the file that describes it.
+        name: String,
     },
 }
 

@@ -122,6 +122,14 @@ pub enum Transport {
     Local,
     /// A child process in a network namespace (`ip netns exec NAME`).
     Netns(String),
+    /// A TCP connection to `benchlab agent --listen ADDRESS`, authenticated
+    /// with a shared key (hosts without SSH).
+    Tcp {
+        /// The agent's `host:port`.
+        agent: String,
+        /// The file holding the shared key.
+        key_file: String,
+    },
     /// `ssh DESTINATION benchlab agent --stdio`.
     Ssh {
         /// `user@host` or a host alias of the user's ssh config.
@@ -460,6 +468,8 @@ const HOST_KEYS: &[&str] = &[
     "port",
     "identity",
     "ssh_options",
+    "agent",
+    "key_file",
     "address",
     "data_port",
     "benchlab",
@@ -1018,7 +1028,7 @@ impl Ctx<'_> {
                 "must not be empty",
             ));
         }
-        let routes: Vec<&str> = ["local", "netns", "ssh"]
+        let routes: Vec<&str> = ["local", "netns", "ssh", "agent"]
             .into_iter()
             .filter(|k| t.get(*k).is_some())
             .collect();
@@ -1028,10 +1038,19 @@ impl Ctx<'_> {
                 span,
                 &key(routes[1]),
                 format!(
-                    "a host is reached one way: give only one of local, netns, ssh (found {})",
+                    "a host is reached one way: give only one of local, netns, ssh, agent (found {})",
                     routes.join(", ")
                 ),
             ));
+        }
+        if routes.first() != Some(&"agent") {
+            if let Some(v) = t.get("key_file") {
+                return Err(self.err(
+                    v.span(),
+                    &key("key_file"),
+                    "only hosts with `agent = \"host:port\"` take this key",
+                ));
+            }
         }
         if routes.first() != Some(&"ssh") {
             for k in ["port", "identity", "ssh_options"] {
@@ -1058,6 +1077,22 @@ impl Ctx<'_> {
                         ))
                     }
                 }
+            }
+            Some(&"agent") => {
+                let v = t.get("agent").unwrap();
+                let agent = self.string(v, &key("agent"))?;
+                if !agent.contains(':') {
+                    return Err(self.err(
+                        v.span(),
+                        &key("agent"),
+                        "expected the `host:port` a `benchlab agent --listen` serves on",
+                    ));
+                }
+                let key_file = match t.get("key_file") {
+                    Some(k) => self.string(k, &key("key_file"))?,
+                    None => return Err(self.err(v.span(), &key("key_file"), "missing: an agent reached over TCP needs `key_file`, the shared key it checks")),
+                };
+                Transport::Tcp { agent, key_file }
             }
             Some(&"netns") => {
                 let v = t.get("netns").unwrap();

@@ -1,0 +1,211 @@
+//! Agents reached over plain TCP (`benchlab agent --listen ADDR --key-file
+//! F`), for hosts without SSH.
+//!
+//! The agent accepts one controller at a time. Each connection must first
+//! pass the mutual HMAC handshake of [`crate::auth`] within
+//! [`HANDSHAKE_TIMEOUT`]; only then does the agent run the control protocol
+//! on it ([`crate::server::serve`]), exactly as over a pipe. A peer that
+//! fails is refused — one line on standard error naming its address, the
+//! connection closed — and nothing it sent is ever read as a request.
+//!
+//! A session ends when the controller sends `shutdown` or closes the
+//! connection; the agent then waits for the next controller (or returns,
+//! with `once`). The controller side is [`connect`].
+
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use benchlab_core::Registry;
+
+use crate::auth::HANDSHAKE_TIMEOUT;
+use crate::auth::{agent_handshake_ctx, controller_handshake_ctx, AuthError, Ctx, Peer};
+
+/// Pause after an accept failure caused by resource exhaustion (no file
+/// descriptors or memory), so the loop does not spin while it lasts.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Binds `addr`, says `benchlab agent listening on ADDR` on standard error
+/// (with the real port when `addr` asked for port 0), and serves
+/// authenticated controllers one at a time; see [`serve_listener`].
+pub fn listen(addr: SocketAddr, key: Vec<u8>, registry: &Registry, once: bool) -> io::Result<()> {
+    let listener = TcpListener::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    eprintln!("benchlab agent listening on {}", listener.local_addr()?);
+    serve_listener(&listener, &key, registry, once, HANDSHAKE_TIMEOUT)
+}
+
+/// Serves controllers that connect to `listener`, one at a time: each must
+/// complete the handshake within `handshake_timeout`, then gets one
+/// control-protocol session. A refused peer or a session that ends in an
+/// error is reported on standard error and the agent goes on. With `once`
+/// it returns after the first authenticated session, with that session's
+/// result; otherwise it returns only if accepting fails for good.
+pub fn serve_listener(
+    listener: &TcpListener,
+    key: &[u8],
+    registry: &Registry,
+    once: bool,
+    handshake_timeout: Duration,
+) -> io::Result<()> {
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) => match e.raw_os_error() {
+                // The peer gave up before we accepted it.
+                Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => continue,
+                // Out of descriptors or memory: wait for it to pass.
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                    eprintln!("benchlab agent: cannot accept a connection: {e}");
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                    continue;
+                }
+                _ => return Err(e),
+            },
+        };
+        if let Err(e) = authenticate(&stream, key, handshake_timeout) {
+            eprintln!("benchlab agent: refused {peer}: {e}");
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
+        }
+        let result = session(&stream, registry);
+        let _ = stream.shutdown(Shutdown::Both);
+        if once {
+            return result;
+        }
+        if let Err(e) = result {
+            eprintln!("benchlab agent: session with {peer} ended: {e}");
+        }
+    }
+}
+
+/// The agent's side of the handshake on a fresh connection, within one
+/// overall deadline; afterwards the socket blocks without limit again (a
+/// controller may be silent for as long as a point runs elsewhere).
+fn authenticate(stream: &TcpStream, key: &[u8], timeout: Duration) -> Result<(), AuthError> {
+    let cx = Ctx {
+        peer: Peer::Controller,
+        timeout: Some(timeout),
+    };
+    let io_err = |source| AuthError::Io {
+        peer: Peer::Controller,
+        source,
+    };
+    let _ = stream.set_nodelay(true);
+    agent_handshake_ctx(&mut Deadline::new(stream, timeout), key, cx)?;
+    stream.set_read_timeout(None).map_err(io_err)?;
+    stream.set_write_timeout(None).map_err(io_err)?;
+    Ok(())
+}
+
+fn session(stream: &TcpStream, registry: &Registry) -> io::Result<()> {
+    // A controller whose host vanishes (power, network) never closes the
+    // connection; keepalive probes let the kernel notice, so the agent is
+    // not held for ever.
+    set_keepalive(stream)?;
+    let reader = BufReader::new(stream.try_clone()?);
+    // `write_frame` flushes after each frame, so the buffer turns a frame's
+    // length and body into one segment rather than two.
+    let writer = BufWriter::new(stream.try_clone()?);
+    crate::server::serve(registry, reader, writer)
+}
+
+/// Connects to an agent started with `--listen` and runs the controller's
+/// side of the handshake, both within `timeout`. The returned stream is
+/// authenticated, blocks without a time limit, and carries the control
+/// protocol next (starting with `hello`).
+pub fn connect(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<TcpStream, AuthError> {
+    let stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|source| AuthError::Connect { addr, source })?;
+    let peer = Peer::Agent(Some(addr));
+    let io_err = |source| AuthError::Io { peer, source };
+    let _ = stream.set_nodelay(true);
+    let cx = Ctx {
+        peer,
+        timeout: Some(timeout),
+    };
+    controller_handshake_ctx(&mut Deadline::new(&stream, timeout), key, cx)?;
+    stream.set_read_timeout(None).map_err(io_err)?;
+    stream.set_write_timeout(None).map_err(io_err)?;
+    set_keepalive(&stream).map_err(io_err)?;
+    Ok(stream)
+}
+
+/// A socket with one deadline for a whole exchange: every read and write
+/// gets only the time that is left, so a peer that trickles bytes cannot
+/// stretch a per-call timeout into a long hold.
+struct Deadline<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl<'a> Deadline<'a> {
+    fn new(stream: &'a TcpStream, timeout: Duration) -> Self {
+        Deadline {
+            stream,
+            deadline: Instant::now() + timeout,
+        }
+    }
+
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "handshake deadline passed",
+            ))
+        } else {
+            Ok(left)
+        }
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Keepalive after 60 s idle, then 6 probes 10 s apart: a dead peer is
+/// noticed within about 2 minutes instead of the kernel default of over 2
+/// hours (`tcp_keepalive_time` = 7200 s).
+fn set_keepalive(stream: &TcpStream) -> io::Result<()> {
+    let fd = stream.as_raw_fd();
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 60),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 10),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 6),
+    ] {
+        let value: libc::c_int = value;
+        // SAFETY: `fd` is an open socket owned by `stream` for the duration
+        // of the call, and the option value is a live `c_int` whose size is
+        // passed alongside it.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,422 @@
+//! The authenticated TCP agent over real loopback connections: the right
+//! key gets a session, anything else is refused before a request is read,
+//! and neither a silent nor a trickling peer can hold the agent.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use benchlab_agent::auth::{
+    agent_handshake, controller_handshake, load_key, AuthError, AUTH_SCHEME, MIN_KEY_LEN,
+};
+use benchlab_agent::frame::{read_frame, write_frame};
+use benchlab_agent::listen::{connect, listen, serve_listener};
+use benchlab_agent::protocol::{Request, Response, PROTOCOL_VERSION};
+use benchlab_core::Registry;
+
+const KEY: &[u8] = b"a shared key of 32 bytes, really";
+const OTHER_KEY: &[u8] = b"another key, also long enough...";
+/// Generous: only reached when something is broken.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn hello() -> Request {
+    Request::Hello {
+        protocol: PROTOCOL_VERSION,
+        benchlab: benchlab_core::VERSION.to_string(),
+    }
+}
+
+/// An agent on an ephemeral loopback port that serves one authenticated
+/// session and returns.
+fn agent(handshake_timeout: Duration) -> (SocketAddr, JoinHandle<io::Result<()>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        serve_listener(&listener, KEY, &Registry::new(), true, handshake_timeout)
+    });
+    (addr, h)
+}
+
+/// A full session with the right key: hello, then shutdown. Ends an agent
+/// started with `once`, and so also proves it survived earlier refusals.
+fn session(addr: SocketAddr) {
+    let mut s = connect(addr, KEY, PATIENCE).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write_frame(&mut s, &hello()).unwrap();
+    match read_frame::<_, Response>(&mut s).unwrap() {
+        Some(Response::Hello { protocol, pid, .. }) => {
+            assert_eq!(protocol, PROTOCOL_VERSION);
+            assert_eq!(pid, std::process::id());
+        }
+        other => panic!("expected hello, got {other:?}"),
+    }
+    write_frame(&mut s, &Request::Shutdown).unwrap();
+    assert_eq!(
+        read_frame::<_, Response>(&mut s).unwrap(),
+        Some(Response::Bye)
+    );
+}
+
+fn finish(addr: SocketAddr, h: JoinHandle<io::Result<()>>) {
+    session(addr);
+    h.join().unwrap().unwrap();
+}
+
+/// True when the peer closed the connection (end of stream or reset), as
+/// opposed to merely not answering before the read timeout.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            // Leftovers the agent sent before closing (its challenge).
+            Ok(_) => continue,
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                )
+            }
+        }
+    }
+}
+
+fn raw(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s
+}
+
+fn read_challenge(s: &mut TcpStream) -> serde_json::Value {
+    let v: serde_json::Value = read_frame(s).unwrap().unwrap();
+    assert_eq!(v["auth"], "challenge", "{v}");
+    assert_eq!(v["scheme"], AUTH_SCHEME, "{v}");
+    assert_eq!(v["protocol"], PROTOCOL_VERSION, "{v}");
+    assert_eq!(v["nonce"].as_str().unwrap().len(), 64, "{v}");
+    v
+}
+
+/// A loopback pair: (controller end, agent end).
+fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (a, _) = l.accept().unwrap();
+    for s in [&c, &a] {
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+    }
+    (c, a)
+}
+
+#[test]
+fn same_key_both_sides_succeed() {
+    let (mut c, mut a) = pair();
+    let agent = std::thread::spawn(move || agent_handshake(&mut a, KEY).map(|()| a));
+    controller_handshake(&mut c, KEY).unwrap();
+    let mut a = agent.join().unwrap().unwrap();
+    // The stream now carries the control protocol, nothing left over.
+    write_frame(&mut c, &hello()).unwrap();
+    assert_eq!(read_frame::<_, Request>(&mut a).unwrap(), Some(hello()));
+}
+
+#[test]
+fn right_key_session_through_listen() {
+    // `listen` takes an address; find a free port for it first.
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let h = std::thread::spawn(move || listen(addr, KEY.to_vec(), &Registry::new(), true));
+    let start = Instant::now();
+    let mut s = loop {
+        match connect(addr, KEY, PATIENCE) {
+            Ok(s) => break s,
+            Err(AuthError::Connect { .. }) if start.elapsed() < PATIENCE => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    write_frame(&mut s, &hello()).unwrap();
+    assert!(matches!(
+        read_frame::<_, Response>(&mut s).unwrap(),
+        Some(Response::Hello { .. })
+    ));
+    write_frame(&mut s, &Request::Inventory).unwrap();
+    assert!(matches!(
+        read_frame::<_, Response>(&mut s).unwrap(),
+        Some(Response::Inventory { .. })
+    ));
+    write_frame(&mut s, &Request::Shutdown).unwrap();
+    assert_eq!(
+        read_frame::<_, Response>(&mut s).unwrap(),
+        Some(Response::Bye)
+    );
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn wrong_key_both_sides_fail_clearly() {
+    let (mut c, mut a) = pair();
+    let agent = std::thread::spawn(move || agent_handshake(&mut a, KEY));
+    let ce = controller_handshake(&mut c, OTHER_KEY).unwrap_err();
+    let ae = agent.join().unwrap().unwrap_err();
+    assert!(matches!(ce, AuthError::NotAccepted { .. }), "{ce}");
+    assert_eq!(ce.to_string(), "the agent did not accept our key");
+    assert!(matches!(ae, AuthError::PeerFailed { .. }), "{ae}");
+    assert_eq!(
+        ae.to_string(),
+        "peer failed authentication: it does not hold our key"
+    );
+}
+
+#[test]
+fn wrong_key_never_gets_a_request_read() {
+    let (addr, h) = agent(PATIENCE);
+
+    // Through `connect`: the error names the agent.
+    let e = connect(addr, OTHER_KEY, PATIENCE).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("the agent at {addr} did not accept our key")
+    );
+
+    // By hand, to go on talking after the refusal: the agent has closed the
+    // connection and never answers the hello.
+    let mut s = raw(addr);
+    let e = controller_handshake(&mut s, OTHER_KEY).unwrap_err();
+    assert!(matches!(e, AuthError::NotAccepted { .. }), "{e}");
+    let _ = write_frame(&mut s, &hello());
+    assert!(closed(&mut s), "the agent kept the connection open");
+
+    finish(addr, h);
+}
+
+#[test]
+fn an_impostor_agent_is_detected() {
+    // It sends a proper challenge but, lacking the key, cannot prove itself.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let impostor = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let challenge = serde_json::json!({
+            "auth": "challenge", "scheme": AUTH_SCHEME, "protocol": PROTOCOL_VERSION,
+            "nonce": "11".repeat(32),
+        });
+        write_frame(&mut s, &challenge).unwrap();
+        let resp: serde_json::Value = read_frame(&mut s).unwrap().unwrap();
+        assert_eq!(resp["auth"], "response");
+        write_frame(
+            &mut s,
+            &serde_json::json!({"auth": "accepted", "mac": "00".repeat(32)}),
+        )
+        .unwrap();
+        // The controller must not go on to send it anything.
+        read_frame::<_, serde_json::Value>(&mut s).unwrap()
+    });
+    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    assert!(matches!(e, AuthError::PeerFailed { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!("the agent at {addr} failed authentication: it does not hold our key")
+    );
+    assert_eq!(impostor.join().unwrap(), None);
+}
+
+#[test]
+fn garbage_instead_of_the_handshake_is_refused() {
+    let (addr, h) = agent(PATIENCE);
+
+    // An HTTP client: its first four bytes announce an absurd frame length.
+    let mut s = raw(addr);
+    read_challenge(&mut s);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: agent\r\n\r\n")
+        .unwrap();
+    assert!(closed(&mut s));
+
+    // A controller that skips the handshake (a stdio-style hello).
+    let mut s = raw(addr);
+    read_challenge(&mut s);
+    write_frame(&mut s, &hello()).unwrap();
+    assert!(
+        closed(&mut s),
+        "a request was answered without authentication"
+    );
+
+    // Well-formed frames with the wrong contents.
+    for body in [
+        serde_json::json!({"auth": "response", "nonce": "zz", "mac": ""}),
+        serde_json::json!({"auth": "response", "nonce": "ab".repeat(31), "mac": "00"}),
+        serde_json::json!({"auth": "accepted", "mac": "00"}),
+        serde_json::json!([1, 2, 3]),
+    ] {
+        let mut s = raw(addr);
+        read_challenge(&mut s);
+        write_frame(&mut s, &body).unwrap();
+        assert!(closed(&mut s), "{body}");
+    }
+
+    // Our own nonce echoed back, with a MAC of the right shape.
+    let mut s = raw(addr);
+    let v = read_challenge(&mut s);
+    let echo = serde_json::json!({"auth": "response", "nonce": v["nonce"], "mac": "00".repeat(32)});
+    write_frame(&mut s, &echo).unwrap();
+    assert!(closed(&mut s));
+
+    finish(addr, h);
+}
+
+#[test]
+fn the_controller_refuses_a_non_benchlab_server() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(b"SSH-2.0-OpenSSH_9.6\r\n").unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    });
+    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    assert!(matches!(e, AuthError::NotBenchlab { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("the agent at {addr} is not a benchlab peer")),
+        "{e}"
+    );
+    server.join().unwrap();
+}
+
+#[test]
+fn a_silent_peer_times_out() {
+    let timeout = Duration::from_millis(200);
+    let (addr, h) = agent(timeout);
+    let start = Instant::now();
+    let mut s = raw(addr);
+    read_challenge(&mut s);
+    assert!(closed(&mut s));
+    let waited = start.elapsed();
+    assert!(waited >= timeout, "closed after {waited:?}");
+    assert!(waited < Duration::from_secs(3), "held for {waited:?}");
+    finish(addr, h);
+}
+
+#[test]
+fn a_trickling_peer_is_cut_at_the_deadline() {
+    // One byte every 50 ms would keep a per-read timeout happy for ever;
+    // the handshake has one deadline for the whole exchange.
+    let timeout = Duration::from_millis(300);
+    let (addr, h) = agent(timeout);
+    let start = Instant::now();
+    let mut s = raw(addr);
+    read_challenge(&mut s);
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = [0u8; 16];
+    // A plausible 200-byte frame (JSON may open with white space), one
+    // byte at a time.
+    let mut bytes = 200u32
+        .to_be_bytes()
+        .into_iter()
+        .chain(std::iter::repeat(b' '));
+    let cut = loop {
+        assert!(start.elapsed() < Duration::from_secs(5), "never cut off");
+        let _ = s.write_all(&[bytes.next().unwrap()]);
+        match s.read(&mut buf) {
+            Ok(0) => break start.elapsed(),
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break start.elapsed(),
+        }
+    };
+    assert!(cut >= timeout, "cut after {cut:?}");
+    assert!(cut < Duration::from_secs(3), "held for {cut:?}");
+    finish(addr, h);
+}
+
+#[test]
+fn the_controller_times_out_on_a_silent_agent() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    });
+    let start = Instant::now();
+    let e = connect(addr, KEY, Duration::from_millis(300)).unwrap_err();
+    assert!(matches!(e, AuthError::Timeout { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!("the agent at {addr} did not complete the authentication handshake within 0.3s")
+    );
+    assert!(start.elapsed() < Duration::from_secs(3));
+    server.join().unwrap();
+}
+
+#[test]
+fn connecting_to_nothing_says_so() {
+    // A port that was free a moment ago.
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    assert!(matches!(e, AuthError::Connect { .. }), "{e}");
+    assert!(e
+        .to_string()
+        .starts_with(&format!("cannot connect to the agent at {addr}")));
+}
+
+fn key_file(dir: &tempfile::TempDir, contents: &[u8], mode: u32) -> std::path::PathBuf {
+    let p = dir.path().join("key");
+    std::fs::write(&p, contents).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+#[test]
+fn load_key_trims_one_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = key_file(&dir, b"0123456789abcdef0123\n", 0o600);
+    assert_eq!(load_key(&p).unwrap(), b"0123456789abcdef0123");
+    let p = key_file(&dir, b"0123456789abcdef0123\r\n", 0o400);
+    assert_eq!(load_key(&p).unwrap(), b"0123456789abcdef0123");
+    // Only one: a second newline is part of the key.
+    let p = key_file(&dir, b"0123456789abcdef0123\n\n", 0o600);
+    assert_eq!(load_key(&p).unwrap(), b"0123456789abcdef0123\n");
+}
+
+#[test]
+fn load_key_refuses_an_exposed_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [0o644, 0o640, 0o604, 0o620, 0o602] {
+        let p = key_file(&dir, b"0123456789abcdef0123", mode);
+        let e = load_key(&p).unwrap_err();
+        assert!(matches!(e, AuthError::KeyExposed { .. }), "{mode:o}: {e}");
+        let msg = e.to_string();
+        assert!(msg.contains("chmod 600"), "{msg}");
+        assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
+    }
+}
+
+#[test]
+fn load_key_refuses_a_short_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = vec![b'k'; MIN_KEY_LEN - 1];
+    let p = key_file(&dir, &[short.as_slice(), b"\n"].concat(), 0o600);
+    let e = load_key(&p).unwrap_err();
+    assert!(matches!(e, AuthError::KeyTooShort { len: 15, .. }), "{e}");
+    assert!(e.to_string().contains("at least 16"), "{e}");
+    let p = key_file(&dir, b"", 0o600);
+    assert!(matches!(
+        load_key(&p).unwrap_err(),
+        AuthError::KeyTooShort { len: 0, .. }
+    ));
+    let e = load_key(&dir.path().join("missing")).unwrap_err();
+    assert!(matches!(e, AuthError::KeyFile { .. }), "{e}");
+}

@@ -1,0 +1,604 @@
+//! Issue 3: workloads across hosts. Hosts are network namespaces of a test
+//! bed the tests build and remove themselves (`benchlab testbed`); figures
+//! are checked against imposed ground truth: a tbf rate, a relay's delay.
+//! These tests need root and iproute2; without them they say why and pass
+//! nothing off as tested.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Scratch;
+use serde_json::Value;
+
+/// These tests measure timing against ground truth; they run one at a
+/// time so that they do not load each other's CPUs.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = Command::new("ip").arg("-V").output().is_ok();
+    if !(root && ip) {
+        eprintln!("skipped: these tests need root and iproute2 (root: {root}, ip: {ip})");
+    }
+    root && ip
+}
+
+/// A test bed that is removed when the test ends, however it ends.
+struct Bed {
+    name: String,
+    state: std::path::PathBuf,
+}
+
+impl Bed {
+    fn up(s: &Scratch, name: &str, spec: &str) -> Bed {
+        let file = s.study(
+            &format!("{name}-bed.toml"),
+            &format!("[testbed]\nname = \"{name}\"\n{spec}"),
+        );
+        let state = s.path("state");
+        let out = Command::new(env!("CARGO_BIN_EXE_benchlab"))
+            .args(["testbed", "up"])
+            .arg(&file)
+            .env("BENCHLAB_STATE_DIR", &state)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "testbed up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Bed {
+            name: name.to_string(),
+            state,
+        }
+    }
+
+    fn ns(&self, host: &str) -> String {
+        format!("bl-{}-{host}", self.name)
+    }
+
+    /// Process ids running in one of the bed's namespaces.
+    fn pids(&self, host: &str) -> Vec<u32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.ns(host)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    fn exec(&self, host: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns(host), program]);
+        c
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = Command::new(env!("CARGO_BIN_EXE_benchlab"))
+            .args(["testbed", "down", &self.name])
+            .env("BENCHLAB_STATE_DIR", &self.state)
+            .output();
+    }
+}
+
+/// A short name unique to this test process and test.
+fn bed_name(tag: char) -> String {
+    format!("t{}{tag}", std::process::id() % 100_000)
+}
+
+fn metric(p: &Value, name: &str) -> f64 {
+    p["metrics"][name][0]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {name} in {p}"))
+}
+
+fn point<'a>(j: &'a Value, workload: &str, label: &str) -> &'a Value {
+    j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["workload"] == workload && p["label"] == label)
+        .unwrap_or_else(|| panic!("no point {workload} {label} in {}", j["points"]))
+}
+
+/// TCP goodput through a tbf-limited veth: tbf counts whole frames as the
+/// device sees them (Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12 = 66
+/// bytes of headers around an MSS of 1500 − 52 = 1448), so the payload
+/// share is 1448 / 1514.
+const MSS: f64 = 1448.0;
+const FRAME: f64 = 1514.0;
+
+#[test]
+fn tbf_rate_is_measured_back_within_2_percent() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    for (tag, rate) in [('a', 200.0), ('b', 50.0)] {
+        let s = Scratch::new();
+        let bed = Bed::up(
+            &s,
+            &bed_name(tag),
+            &format!("topology = \"direct\"\nsubnet = \"10.231.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\nrate_mbit = {rate}\n[[testbed.host]]\nname = \"gen\"\n"),
+        );
+        let study = s.study(
+            "rate.toml",
+            &format!(
+                "[study]\nname = \"rate\"\n[defaults]\nrepetitions = 1\nduration_s = 3\nwarmup_s = 1\nquiesce_s = 0\n\
+                 [[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.231.0.1\"\n\
+                 [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.231.0.2\"\n\
+                 [[workload]]\nkind = \"net.stream\"\nprotocol = \"tcp\"\n",
+                bed.ns("sut"),
+                bed.ns("gen")
+            ),
+        );
+        s.run_ok(&["run", study.to_str().unwrap()]);
+        let j = s.json("1");
+        let got = metric(&j["points"][0], "throughput_mbps");
+        let want = rate * MSS / FRAME;
+        let err = (got - want) / want;
+        eprintln!(
+            "tbf {rate} Mbit/s: expected goodput {want:.2}, measured {got:.2} ({:+.2} %)",
+            err * 100.0
+        );
+        assert!(
+            err.abs() <= 0.02,
+            "tbf {rate}: measured {got}, expected {want}"
+        );
+        // Every host's inventory is stored.
+        let conn = rusqlite::Connection::open(s.db()).unwrap();
+        let hosts: i64 = conn
+            .query_row("SELECT count(*) FROM host", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(hosts, 2);
+    }
+}
+
+/// Starts `benchlab relay` in a namespace; its statistics come out when it
+/// is stopped.
+fn relay(bed: &Bed, host: &str, listen: &str, to: &str, delay_ms: f64) -> Child {
+    let child = bed
+        .exec(host, env!("CARGO_BIN_EXE_benchlab"))
+        .args([
+            "relay",
+            "--listen",
+            listen,
+            "--to",
+            to,
+            "--delay-ms",
+            &delay_ms.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+fn stop_relay(child: Child) -> Value {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("relay stats: {e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn a_relayed_delay_shows_up_in_round_trips() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(
+        &s,
+        &bed_name('d'),
+        "topology = \"bridge\"\nsubnet = \"10.232.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n[[testbed.host]]\nname = \"mid\"\n",
+    );
+    // The client reaches the server through the relay in `mid`: the sut's
+    // data address is the relay's, on a fixed port the relay forwards.
+    let study = |name: &str| {
+        s.study(
+            &format!("{name}.toml"),
+            &format!(
+                "[study]\nname = \"{name}\"\n[defaults]\nrepetitions = 1\nduration_s = 1\nwarmup_s = 0.2\nquiesce_s = 0\n\
+                 [[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.232.0.3\"\ndata_port = 5999\n\
+                 [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.232.0.2\"\n\
+                 [[workload]]\nkind = \"net.pingpong\"\nprotocol = [\"tcp\", \"udp\"]\niterations = 150\nnodelay = true\n\
+                 [[workload]]\nkind = \"net.rr\"\nprotocol = [\"tcp\", \"udp\"]\nrequest_size = 32\nnodelay = true\n",
+                bed.ns("sut"),
+                bed.ns("gen")
+            ),
+        )
+    };
+    let mut runs = Vec::new();
+    for (i, delay_ms) in [0.0, 2.0, 5.0].into_iter().enumerate() {
+        let r = relay(&bed, "mid", "0.0.0.0:5999", "10.232.0.1:5999", delay_ms);
+        let file = study(&format!("delay{i}"));
+        s.run_ok(&["run", file.to_str().unwrap()]);
+        let stats = stop_relay(r);
+        runs.push((delay_ms, s.json(&(i + 1).to_string()), stats));
+    }
+    let base = &runs[0].1;
+    for (delay_ms, j, stats) in &runs[1..] {
+        let d_us = delay_ms * 1000.0;
+        let tolerance = (0.02 * 2.0 * d_us).max(50.0);
+        // The relay's own record of what it held: the ground truth.
+        for proto in ["tcp", "udp"] {
+            for dir in ["to_upstream", "to_client"] {
+                let d = &stats[proto][dir];
+                assert!(d["chunks"].as_u64().unwrap() > 0, "{stats}");
+                let p50 = d["hold_p50_ns"].as_f64().unwrap() / 1000.0;
+                eprintln!(
+                    "relay {proto} {dir}: median hold {p50:.1} µs, mean {:.1} µs (delay {d_us} µs)",
+                    d["hold_mean_ns"].as_f64().unwrap() / 1000.0
+                );
+                assert!(
+                    p50 >= d_us && p50 <= d_us + 200.0,
+                    "{proto} {dir} median hold {p50} µs for {d_us} µs"
+                );
+            }
+        }
+        for proto in ["tcp", "udp"] {
+            let label = format!("protocol={proto}");
+            // Ping-pong reports RTT/2: its rise is one delay.
+            let rise_rtt = 2.0
+                * (metric(point(j, "net.pingpong", &label), "rtt_half_mean_us")
+                    - metric(point(base, "net.pingpong", &label), "rtt_half_mean_us"));
+            eprintln!("delay {delay_ms} ms, {proto} ping-pong: round trip rose {rise_rtt:.1} µs (imposed {:.0} µs)", 2.0 * d_us);
+            assert!(
+                (rise_rtt - 2.0 * d_us).abs() <= tolerance,
+                "{proto} ping-pong rose {rise_rtt} µs for 2×{d_us} µs"
+            );
+            let rise_rr = metric(point(j, "net.rr", &label), "rtt_us")
+                - metric(point(base, "net.rr", &label), "rtt_us");
+            eprintln!("delay {delay_ms} ms, {proto} rr: round trip rose {rise_rr:.1} µs");
+            assert!(
+                (rise_rr - 2.0 * d_us).abs() <= tolerance,
+                "{proto} rr rose {rise_rr} µs for 2×{d_us} µs"
+            );
+        }
+    }
+}
+
+#[test]
+fn two_targets_behind_their_own_links() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let s = Scratch::new();
+    let rate = 100.0;
+    let bed = Bed::up(
+        &s,
+        &bed_name('g'),
+        &format!("topology = \"bridge\"\nsubnet = \"10.233.0.0/24\"\n[[testbed.host]]\nname = \"g1\"\nrate_mbit = {rate}\n[[testbed.host]]\nname = \"g2\"\nrate_mbit = {rate}\n[[testbed.host]]\nname = \"gen\"\n"),
+    );
+    let study = s.study(
+        "targets.toml",
+        &format!(
+            "[study]\nname = \"targets\"\n[defaults]\nrepetitions = 1\nduration_s = 3\nwarmup_s = 1\nquiesce_s = 0\n\
+             [[host]]\nname = \"g1\"\nnetns = \"{}\"\naddress = \"10.233.0.1\"\n\
+             [[host]]\nname = \"g2\"\nnetns = \"{}\"\naddress = \"10.233.0.2\"\n\
+             [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.233.0.3\"\n\
+             [[workload]]\nkind = \"net.stream\"\ntargets = [\"g1\", \"g2\"]\n",
+            bed.ns("g1"),
+            bed.ns("g2"),
+            bed.ns("gen")
+        ),
+    );
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let j = s.json("1");
+    let p = &j["points"][0];
+    let want = rate * MSS / FRAME;
+    for t in ["g1", "g2"] {
+        let got = metric(p, &format!("throughput_mbps@{t}"));
+        eprintln!("target {t}: {got:.2} Mbit/s (expected {want:.2})");
+        assert!(((got - want) / want).abs() <= 0.02, "{t}: {got} vs {want}");
+    }
+    let total = metric(p, "throughput_mbps");
+    assert!(
+        (total - metric(p, "throughput_mbps@g1") - metric(p, "throughput_mbps@g2")).abs() < 1e-6
+    );
+    assert!(
+        ((total - 2.0 * want) / (2.0 * want)).abs() <= 0.02,
+        "aggregate {total}"
+    );
+    // Each target's raw sides are stored next to the aggregate.
+    let conn = rusqlite::Connection::open(s.db()).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM target_result", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 4, "client and server of two targets");
+}
+
+#[test]
+fn a_killed_agent_fails_its_point_and_leaves_nothing_behind() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('k'), "topology = \"direct\"\nsubnet = \"10.234.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
+    let study = s.study(
+        "kill.toml",
+        &format!(
+            "[study]\nname = \"kill\"\n[defaults]\nrepetitions = 1\nwarmup_s = 0\nquiesce_s = 0\n\
+             [[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.234.0.1\"\n\
+             [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.234.0.2\"\n\
+             [[workload]]\nname = \"victim\"\nkind = \"net.stream\"\nduration_s = 6\n\
+             [[workload]]\nname = \"after\"\nkind = \"net.rr\"\nduration_s = 0.5\n",
+            bed.ns("sut"),
+            bed.ns("gen")
+        ),
+    );
+    let mut run = s
+        .benchlab()
+        .args(["run", study.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the stream point is under way, then kill the server's agent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let victim = loop {
+        assert!(Instant::now() < deadline, "the server agent never appeared");
+        std::thread::sleep(Duration::from_millis(200));
+        let conn = rusqlite::Connection::open(s.db());
+        let started = conn
+            .ok()
+            .and_then(|c| {
+                c.query_row("SELECT count(*) FROM point", [], |r| r.get::<_, i64>(0))
+                    .ok()
+            })
+            .unwrap_or(0);
+        if started == 0 {
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        break *bed
+            .pids("sut")
+            .first()
+            .expect("an agent in the sut namespace");
+    };
+    // SAFETY: killing the agent process we found.
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "one repetition failed");
+    let j = s.json("1");
+    let failures = j["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["workload"], "victim");
+    let reason = failures[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("sut/server") && reason.contains("stopped unexpectedly"),
+        "{reason}"
+    );
+    // The next point ran on fresh agents.
+    assert!(metric(point(&j, "after", "-"), "transactions_per_s") > 0.0);
+    // Nothing of benchlab is left in any namespace.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        bed.pids("sut").is_empty() && bed.pids("gen").is_empty(),
+        "left: {:?} {:?}",
+        bed.pids("sut"),
+        bed.pids("gen")
+    );
+}
+
+#[test]
+fn an_unreachable_host_is_named_before_anything_runs() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let s = Scratch::new();
+    let study = s.study(
+        "gone.toml",
+        "[study]\nname = \"gone\"\n[[host]]\nname = \"sut\"\nnetns = \"bl-no-such-namespace\"\naddress = \"10.235.0.1\"\n[[workload]]\nkind = \"net.rr\"\n",
+    );
+    let out = s.run(&["run", study.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("preflight failed; nothing was run"), "{err}");
+    assert!(
+        err.contains("host `sut` (netns bl-no-such-namespace)"),
+        "{err}"
+    );
+    assert!(s.run_ok(&["list"]).contains("no runs"));
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .chain([Path::new("/usr/sbin").join(program)])
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn a_server_reached_over_ssh() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let (Some(sshd), Some(keygen)) = (which("sshd"), which("ssh-keygen")) else {
+        eprintln!("skipped: openssh-server is not installed (.ci/run installs it)");
+        return;
+    };
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('s'), "topology = \"direct\"\nsubnet = \"10.236.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
+    let dir = s.path("ssh");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, kind) in [("host_key", "ed25519"), ("id", "ed25519")] {
+        let st = Command::new(&keygen)
+            .args(["-q", "-t", kind, "-N", "", "-f"])
+            .arg(dir.join(file))
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let config = dir.join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "ListenAddress 10.236.0.1\nPort 22\nHostKey {0}/host_key\nAuthorizedKeysFile {0}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nPidFile {0}/sshd.pid\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let mut sshd = bed
+        .exec("sut", sshd.to_str().unwrap())
+        .args(["-D", "-e", "-f"])
+        .arg(&config)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // The controller runs on the generator host; the server side is reached
+    // over SSH, with the key and options a user would give.
+    let study = s.study(
+        "ssh.toml",
+        &format!(
+            "[study]\nname = \"ssh\"\n[defaults]\nrepetitions = 1\nduration_s = 1\nwarmup_s = 0.2\nquiesce_s = 0\n\
+             [[host]]\nname = \"sut\"\nssh = \"root@10.236.0.1\"\nidentity = \"{}\"\n\
+             ssh_options = [\"-o\", \"StrictHostKeyChecking=no\", \"-o\", \"UserKnownHostsFile=/dev/null\", \"-o\", \"LogLevel=ERROR\"]\n\
+             benchlab = \"{}\"\n\
+             [[workload]]\nkind = \"net.stream\"\n[[workload]]\nkind = \"net.pingpong\"\nprotocol = [\"tcp\", \"udp\"]\n",
+            dir.join("id").display(),
+            env!("CARGO_BIN_EXE_benchlab")
+        ),
+    );
+    let out = bed
+        .exec("gen", env!("CARGO_BIN_EXE_benchlab"))
+        .arg("--db")
+        .arg(s.db())
+        .args(["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = sshd.kill();
+    let sshd_log = sshd
+        .wait_with_output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
+        .unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "run over ssh failed:\n{}\nsshd:\n{sshd_log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = s.json("1");
+    assert!(j["failures"].as_array().unwrap().is_empty());
+    let stream = point(&j, "net.stream", "-");
+    assert_eq!(
+        metric(stream, "bytes_sent"),
+        metric(stream, "bytes_received")
+    );
+    assert!(metric(point(&j, "net.pingpong", "protocol=udp"), "iterations") > 0.0);
+    // The sut's inventory came over SSH.
+    let conn = rusqlite::Connection::open(s.db()).unwrap();
+    let roles: String = conn
+        .query_row("SELECT roles FROM host WHERE name = 'sut'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(roles, "server");
+    // No agent is left on the SSH host once the run is over.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        bed.pids("sut").is_empty(),
+        "left in sut: {:?}",
+        bed.pids("sut")
+    );
+}
+
+#[test]
+fn an_agent_over_tcp_with_a_shared_key() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('l'), "topology = \"direct\"\nsubnet = \"10.237.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
+    let key = s.path("key");
+    std::fs::write(&key, "a shared secret of some length\n").unwrap();
+    let mut perm = std::fs::metadata(&key).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o600);
+    std::fs::set_permissions(&key, perm).unwrap();
+    let mut agent = bed
+        .exec("sut", env!("CARGO_BIN_EXE_benchlab"))
+        .args(["agent", "--listen", "10.237.0.1:7300", "--key-file"])
+        .arg(&key)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let study = s.study(
+        "tcp.toml",
+        &format!(
+            "[study]\nname = \"tcp-agent\"\n[defaults]\nrepetitions = 1\nduration_s = 0.5\nwarmup_s = 0.1\nquiesce_s = 0\n\
+             [[host]]\nname = \"sut\"\nagent = \"10.237.0.1:7300\"\nkey_file = \"{}\"\n\
+             [[workload]]\nkind = \"net.rr\"\n",
+            key.display()
+        ),
+    );
+    let out = bed
+        .exec("gen", env!("CARGO_BIN_EXE_benchlab"))
+        .arg("--db")
+        .arg(s.db())
+        .args(["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    // A controller without the key is refused before any request.
+    let wrong = s.path("wrong");
+    std::fs::write(&wrong, "not the secret we share at all").unwrap();
+    let mut perm = std::fs::metadata(&wrong).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o600);
+    std::fs::set_permissions(&wrong, perm).unwrap();
+    let bad = s.study(
+        "bad.toml",
+        &std::fs::read_to_string(&study)
+            .unwrap()
+            .replace(&key.display().to_string(), &wrong.display().to_string()),
+    );
+    let refused = bed
+        .exec("gen", env!("CARGO_BIN_EXE_benchlab"))
+        .arg("--db")
+        .arg(s.path("bad.db"))
+        .args(["run", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = agent.kill();
+    let log = agent
+        .wait_with_output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
+        .unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "run via a TCP agent failed: {}\nagent: {log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(metric(&s.json("1")["points"][0], "transactions_per_s") > 0.0);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("preflight failed") && err.contains("host `sut` (agent 10.237.0.1:7300)"),
+        "{err}"
+    );
+    assert!(log.contains("refused"), "agent log: {log}");
+}
