@@ -472,17 +472,19 @@ fn a_server_reached_over_ssh() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // The controller runs on the generator host; the server side is reached
-    // over SSH, with the key and options a user would give.
+    // over SSH, with the key and options a user would give, and benchlab is
+    // deployed there (to a path where it is missing) before the run.
+    let deployed = s.path("remote/bin/benchlab");
     let study = s.study(
         "ssh.toml",
         &format!(
             "[study]\nname = \"ssh\"\n[defaults]\nrepetitions = 1\nduration_s = 1\nwarmup_s = 0.2\nquiesce_s = 0\n\
              [[host]]\nname = \"sut\"\nssh = \"root@10.236.0.1\"\nidentity = \"{}\"\n\
              ssh_options = [\"-o\", \"StrictHostKeyChecking=no\", \"-o\", \"UserKnownHostsFile=/dev/null\", \"-o\", \"LogLevel=ERROR\"]\n\
-             benchlab = \"{}\"\n\
+             benchlab = \"{}\"\ndeploy = true\n\
              [[workload]]\nkind = \"net.stream\"\n[[workload]]\nkind = \"net.pingpong\"\nprotocol = [\"tcp\", \"udp\"]\n",
             dir.join("id").display(),
-            env!("CARGO_BIN_EXE_benchlab")
+            deployed.display()
         ),
     );
     let out = bed
@@ -501,6 +503,11 @@ fn a_server_reached_over_ssh() {
         out.status.success(),
         "run over ssh failed:\n{}\nsshd:\n{sshd_log}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    let copied = std::fs::read(&deployed).expect("benchlab was deployed over SSH");
+    assert_eq!(
+        copied,
+        std::fs::read(env!("CARGO_BIN_EXE_benchlab")).unwrap()
     );
     let j = s.json("1");
     assert!(j["failures"].as_array().unwrap().is_empty());
@@ -601,4 +608,56 @@ fn an_agent_over_tcp_with_a_shared_key() {
         "{err}"
     );
     assert!(log.contains("refused"), "agent log: {log}");
+}
+
+/// Where the kernel has netem, the same delay imposed by netem instead of
+/// the relay (this project's CI kernel has none: the test says so).
+#[test]
+fn a_netem_delay_shows_up_in_round_trips() {
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    if !benchlab_netem_available() {
+        eprintln!("skipped: this kernel has no netem (sch_netem); the relay test covers delays");
+        return;
+    }
+    let mut means = Vec::new();
+    for (tag, delay_ms) in [('n', 0.0), ('m', 2.0)] {
+        let s = Scratch::new();
+        let delay = if delay_ms > 0.0 {
+            format!("delay_ms = {delay_ms}\n")
+        } else {
+            String::new()
+        };
+        let bed = Bed::up(&s, &bed_name(tag), &format!("topology = \"direct\"\nsubnet = \"10.238.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n{delay}[[testbed.host]]\nname = \"gen\"\n"));
+        let study = s.study(
+            "netem.toml",
+            &format!(
+                "[study]\nname = \"netem\"\n[defaults]\nrepetitions = 1\nwarmup_s = 0.2\nquiesce_s = 0\n\
+                 [[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.238.0.1\"\n\
+                 [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.238.0.2\"\n\
+                 [[workload]]\nkind = \"net.pingpong\"\nprotocol = \"udp\"\niterations = 150\n",
+                bed.ns("sut"),
+                bed.ns("gen")
+            ),
+        );
+        s.run_ok(&["run", study.to_str().unwrap()]);
+        means.push(metric(&s.json("1")["points"][0], "rtt_half_mean_us"));
+    }
+    // netem delays one direction of the sut's link by D, so a round trip
+    // rises by D (half of that in RTT/2).
+    let rise_rtt = 2.0 * (means[1] - means[0]);
+    eprintln!("netem 2 ms: round trip rose {rise_rtt:.1} µs");
+    assert!(
+        (rise_rtt - 2000.0).abs() <= 50.0_f64.max(0.02 * 2000.0),
+        "rose {rise_rtt} µs"
+    );
+}
+
+fn benchlab_netem_available() -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_benchlab"))
+        .args(["testbed", "netem"])
+        .output();
+    matches!(out, Ok(o) if o.status.success())
 }

@@ -253,6 +253,14 @@ fn testbed(action: crate::TestbedAction) -> Result<i32> {
                 writeln!(out, "  already gone: {o}")?;
             }
         }
+        TestbedAction::Netem => {
+            if benchlab_testbed::netem_available() {
+                writeln!(out, "this kernel has netem: test beds can impose delay_ms")?;
+            } else {
+                writeln!(out, "this kernel has no netem (sch_netem): test beds cannot impose delay_ms; use `benchlab relay --delay-ms` between hosts instead")?;
+                return Ok(1);
+            }
+        }
         TestbedAction::Status { name } => {
             let name = testbed_name(&name)?;
             let s = benchlab_testbed::status(&name, &dir)?;

@@ -172,6 +172,8 @@ enum TestbedAction {
         /// The test bed's name, or the file that describes it.
         name: String,
     },
+    /// Say whether this kernel has netem (exit status 0 if it has).
+    Netem,
 }
 
 /// Runs the command line; returns the process exit code.

@@ -1037,7 +1037,13 @@ mod tests {
 
     #[test]
     fn accept_gives_up_with_a_clear_error() {
-        let (s, _) = bind_server(Proto::Tcp, SocketAddr::new(LO, 0), Bufs::default(), "test server").unwrap();
+        let (s, _) = bind_server(
+            Proto::Tcp,
+            SocketAddr::new(LO, 0),
+            Bufs::default(),
+            "test server",
+        )
+        .unwrap();
         let abort = AtomicBool::new(false);
         let t = Instant::now();
         let e = await_client(
@@ -1056,7 +1062,13 @@ mod tests {
 
     #[test]
     fn accept_sees_abort() {
-        let (s, _) = bind_server(Proto::Udp, SocketAddr::new(LO, 0), Bufs::default(), "test server").unwrap();
+        let (s, _) = bind_server(
+            Proto::Udp,
+            SocketAddr::new(LO, 0),
+            Bufs::default(),
+            "test server",
+        )
+        .unwrap();
         let abort = AtomicBool::new(true);
         let e = await_client(Proto::Udp, s, &abort, ACCEPT_TIMEOUT, "test server")
             .err()
