@@ -1,7 +1,9 @@
 //! Agents reached over plain TCP (`benchlab agent --listen ADDR --key-file
 //! F`), for hosts without SSH.
 //!
-//! The agent accepts one controller at a time. Each connection must first
+//! The agent serves up to [`MAX_SESSIONS`] controller sessions at once (a
+//! controller opens one per role a host plays, and one client session per
+//! target it drives). Each connection must first
 //! pass the mutual HMAC handshake of [`crate::auth`] within
 //! [`HANDSHAKE_TIMEOUT`]; only then does the agent run the control protocol
 //! on it ([`crate::server::serve`]), exactly as over a pipe. A peer that
@@ -21,6 +23,10 @@ use benchlab_core::Registry;
 
 use crate::auth::HANDSHAKE_TIMEOUT;
 use crate::auth::{agent_handshake_ctx, controller_handshake_ctx, AuthError, Ctx, Peer};
+
+/// Most sessions served at once; further connections are refused until one
+/// ends, so a peer that keeps connecting cannot exhaust the host.
+pub const MAX_SESSIONS: usize = 8;
 
 /// Pause after an accept failure caused by resource exhaustion (no file
 /// descriptors or memory), so the loop does not spin while it lasts.
@@ -49,6 +55,9 @@ pub fn serve_listener(
     once: bool,
     handshake_timeout: Duration,
 ) -> io::Result<()> {
+    if !once {
+        return serve_concurrently(listener, key, registry, handshake_timeout);
+    }
     loop {
         let (stream, peer) = match listener.accept() {
             Ok(c) => c,
@@ -78,6 +87,51 @@ pub fn serve_listener(
             eprintln!("benchlab agent: session with {peer} ended: {e}");
         }
     }
+}
+
+/// Accepts controllers for ever, each handshake and session on a thread of
+/// its own, at most [`MAX_SESSIONS`] at a time.
+fn serve_concurrently(
+    listener: &TcpListener,
+    key: &[u8],
+    registry: &Registry,
+    handshake_timeout: Duration,
+) -> io::Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let active = AtomicUsize::new(0);
+    std::thread::scope(|scope| loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => continue,
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                    eprintln!("benchlab agent: cannot accept a connection: {e}");
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                    continue;
+                }
+                _ => return Err(e),
+            },
+        };
+        if active.load(Ordering::Relaxed) >= MAX_SESSIONS {
+            eprintln!("benchlab agent: refused {peer}: already serving {MAX_SESSIONS} sessions");
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let active = &active;
+        scope.spawn(move || {
+            match authenticate(&stream, key, handshake_timeout) {
+                Err(e) => eprintln!("benchlab agent: refused {peer}: {e}"),
+                Ok(()) => {
+                    if let Err(e) = session(&stream, registry) {
+                        eprintln!("benchlab agent: session with {peer} ended: {e}");
+                    }
+                }
+            }
+            let _ = stream.shutdown(Shutdown::Both);
+            active.fetch_sub(1, Ordering::Relaxed);
+        });
+    })
 }
 
 /// The agent's side of the handshake on a fresh connection, within one
