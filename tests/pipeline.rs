@@ -211,3 +211,29 @@ fn quick_runs_are_marked() {
     );
     assert!(s.run_ok(&["list"]).contains("(trial)"));
 }
+
+/// Every shipped study is a fixture: it validates, and its plan has the
+/// seeds' sweeps.
+#[test]
+fn shipped_studies_validate() {
+    let s = Scratch::new();
+    let dir = common::repo().join("studies");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = s.run_ok(&["check", path.to_str().unwrap()]);
+            assert!(out.contains("is valid"), "{out}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3);
+    // Seed 000: 12 sizes × 2 protocols of stream, 11 × 2 of rr, 8 receive
+    // buffers, for each of 2 configurations, 3 repetitions each.
+    let out = s.run_ok(&["check", dir.join("seed-000-network.toml").to_str().unwrap()]);
+    let points = 2 * (12 * 2 + 11 * 2 + 8);
+    assert!(
+        out.contains(&format!("{points} points, {} repetitions", points * 3)),
+        "{out}"
+    );
+}

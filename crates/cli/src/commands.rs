@@ -88,7 +88,8 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             let s = Study::load(&study, &reg)?;
             let opts = options(quick, scale)?;
             let plan = Plan::new(&s, &reg, opts);
-            println!(
+            writeln!(
+                std::io::stdout(),
                 "{}: study `{}` is valid: {} configuration(s), {} workload(s), {} points, {} repetitions to run, about {}",
                 study.display(),
                 s.name,
@@ -97,13 +98,18 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 plan.points.len(),
                 plan.units.len(),
                 format_duration(plan.expected_s(&plan.units))
-            );
+            )?;
             for w in &s.workloads {
                 let n: usize = w.points().len();
-                println!(
+                writeln!(
+                    std::io::stdout(),
                     "  workload {} ({}): {} point(s) × {} repetition(s); rows: {}",
-                    w.name, w.kind, n, w.repetitions, w.rows
-                );
+                    w.name,
+                    w.kind,
+                    n,
+                    w.repetitions,
+                    w.rows
+                )?;
             }
             Ok(0)
         }
@@ -150,7 +156,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             let store = open_store(&cli.db)?;
             let runs = store.runs()?;
             if runs.is_empty() {
-                println!("no runs in {}", cli.db.display());
+                writeln!(std::io::stdout(), "no runs in {}", cli.db.display())?;
             }
             for r in runs {
                 let samples = store.samples(r.id)?;
@@ -158,7 +164,8 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     .iter()
                     .filter(|s| s.status == benchlab_store::SampleStatus::Ok)
                     .count();
-                println!(
+                writeln!(
+                    std::io::stdout(),
                     "{:>4}  {:<12} {:<24} {}  {} ok / {} recorded{}",
                     r.id,
                     format!("{:?}", r.status).to_lowercase(),
@@ -171,7 +178,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     } else {
                         ""
                     }
-                );
+                )?;
             }
             Ok(0)
         }
@@ -330,7 +337,11 @@ fn relay(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let stats = handle.stop();
-    println!("{}", serde_json::to_string_pretty(&stats)?);
+    writeln!(
+        std::io::stdout(),
+        "{}",
+        serde_json::to_string_pretty(&stats)?
+    )?;
     Ok(0)
 }
 
