@@ -35,7 +35,14 @@ step = 0.5
 
 /// The tables part of `show` (the first line carries times).
 fn tables(text: &str) -> String {
-    text.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n"
+    // Without the host lines too (this machine's CPU and kernel), which
+    // other tests check.
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("  host "))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[test]
@@ -103,6 +110,14 @@ fn fake_study_json_and_csv() {
         md.contains("| size | base | better | better advantage |"),
         "{md}"
     );
+    // Appendix A: both roles' host, with this machine's kernel.
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(md.contains("## Appendix A — system configuration"), "{md}");
+    assert!(md.contains(kernel.trim()), "{md}");
+    let table = s.run_ok(&["show", "1"]);
+    assert!(table.contains("  host generator (client): "), "{table}");
+    assert!(table.contains("  host sut (server): "), "{table}");
+    assert_eq!(j["hosts"].as_array().unwrap().len(), 2);
 }
 
 #[test]

@@ -587,5 +587,6 @@ pub(crate) fn report(
         &store.configurations(run_id)?,
         &store.points(run_id)?,
         &store.samples(run_id)?,
+        &store.hosts(run_id)?,
     ))
 }

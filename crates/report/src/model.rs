@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use benchlab_core::study::{Selection, Study};
 use benchlab_core::{Better, Registry, Value};
 use benchlab_stats as stats;
-use benchlab_store::{ConfigRow, PointRow, RunRow, SampleRow, SampleStatus};
+use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
 use serde::{Deserialize, Serialize};
 
 /// The noise band within which a difference is not called real, in %.
@@ -127,6 +127,9 @@ pub struct RunReport {
     pub points: Vec<PointResult>,
     /// Repetitions without a figure.
     pub failures: Vec<Failure>,
+    /// Every host of the run with its roles and inventory (the
+    /// system-configuration appendix).
+    pub hosts: Vec<HostRow>,
 }
 
 fn quoted(values: &[f64], selection: Selection) -> Option<(f64, Option<stats::Interval>)> {
@@ -154,6 +157,7 @@ pub fn build(
     configurations: &[ConfigRow],
     points: &[PointRow],
     samples: &[SampleRow],
+    hosts: &[HostRow],
 ) -> RunReport {
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
@@ -371,6 +375,7 @@ pub fn build(
         tables,
         points,
         failures,
+        hosts: hosts.to_vec(),
     }
 }
 

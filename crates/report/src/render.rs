@@ -179,6 +179,18 @@ fn terminal(report: &RunReport) -> String {
     for c in &report.configurations {
         let _ = writeln!(out, "  configuration {}: {}", c.name, c.description);
     }
+    for h in &report.hosts {
+        let inv = &h.inventory;
+        let _ = writeln!(
+            out,
+            "  host {} ({}): {}, {} logical CPUs, kernel {}",
+            h.name,
+            h.roles,
+            inv["cpu"]["model_name"].as_str().unwrap_or("unknown CPU"),
+            inv["cpu"]["logical_cpus"].as_u64().unwrap_or(0),
+            inv["os"]["kernel_release"].as_str().unwrap_or("?")
+        );
+    }
     for t in &report.tables {
         out.push('\n');
         let _ = writeln!(out, "{}", title_of(t));
@@ -262,7 +274,29 @@ fn markdown(report: &RunReport) -> String {
     }
     out.push_str(&legend(report));
     failures(report, &mut out);
+    appendix(report, &mut out);
     out
+}
+
+/// Appendix A of the seeds: every host's system configuration, one column
+/// per host, from the inventories collected at the start of the run.
+fn appendix(report: &RunReport, out: &mut String) {
+    let invs: Vec<(String, benchlab_inventory::Inventory)> = report
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            serde_json::from_value(h.inventory.clone())
+                .ok()
+                .map(|i| (format!("{} ({})", h.name, h.roles), i))
+        })
+        .collect();
+    if invs.is_empty() {
+        return;
+    }
+    let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
+        invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
+    let _ = writeln!(out, "\n## Appendix A — system configuration\n");
+    out.push_str(&benchlab_inventory::render_markdown(&refs));
 }
 
 fn csv_field(s: &str) -> String {
