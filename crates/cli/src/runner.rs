@@ -279,12 +279,14 @@ fn execute(
             Err(UnitError::Interrupted) => break,
         };
         progress.end(n, &what, &summary, point.expected_s);
-        if matches!(outcome, Err(UnitError::Failed(_))) {
-            // The agents' state is unknown after a failure: stop them all
-            // (every side of the point, on every host); the next point
-            // starts fresh ones.
+        if outcome.is_err() {
+            // The agents' state is unknown after a failed or skipped point
+            // (another target's server may still be waiting): stop them all,
+            // on every host; the next point starts fresh ones.
             pool.kill_all();
-            if study.defaults.on_error == OnError::Stop {
+            if matches!(outcome, Err(UnitError::Failed(_)))
+                && study.defaults.on_error == OnError::Stop
+            {
                 stopped = true;
                 break;
             }
