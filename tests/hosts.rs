@@ -77,6 +77,17 @@ impl Bed {
             .collect()
     }
 
+    /// `benchlab --db DB run STUDY` as a controller on one of the hosts.
+    fn run_study(&self, host: &str, db: &Path, study: &Path) -> std::process::Output {
+        self.exec(host, env!("CARGO_BIN_EXE_benchlab"))
+            .arg("--db")
+            .arg(db)
+            .arg("run")
+            .arg(study)
+            .output()
+            .unwrap()
+    }
+
     fn exec(&self, host: &str, program: &str) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.ns(host), program]);
@@ -91,6 +102,22 @@ impl Drop for Bed {
             .env("BENCHLAB_STATE_DIR", &self.state)
             .output();
     }
+}
+
+/// Kills a background server and returns what it said on standard error.
+fn kill_with_log(mut child: Child) -> String {
+    let _ = child.kill();
+    child
+        .wait_with_output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
+        .unwrap_or_default()
+}
+
+/// Writes a shared-key file readable by its owner only, as `load_key` demands.
+fn write_key(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// A short name unique to this test process and test.
@@ -478,7 +505,7 @@ fn a_server_reached_over_ssh() {
         ),
     )
     .unwrap();
-    let mut sshd = bed
+    let sshd = bed
         .exec("sut", sshd.to_str().unwrap())
         .args(["-D", "-e", "-f"])
         .arg(&config)
@@ -502,18 +529,8 @@ fn a_server_reached_over_ssh() {
             deployed.display()
         ),
     );
-    let out = bed
-        .exec("gen", env!("CARGO_BIN_EXE_benchlab"))
-        .arg("--db")
-        .arg(s.db())
-        .args(["run", study.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let _ = sshd.kill();
-    let sshd_log = sshd
-        .wait_with_output()
-        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
-        .unwrap_or_default();
+    let out = bed.run_study("gen", &s.db(), &study);
+    let sshd_log = kill_with_log(sshd);
     assert!(
         out.status.success(),
         "run over ssh failed:\n{}\nsshd:\n{sshd_log}",
@@ -558,11 +575,8 @@ fn an_agent_over_tcp_with_a_shared_key() {
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('l'), "topology = \"direct\"\nsubnet = \"10.237.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
     let key = s.path("key");
-    std::fs::write(&key, "a shared secret of some length\n").unwrap();
-    let mut perm = std::fs::metadata(&key).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o600);
-    std::fs::set_permissions(&key, perm).unwrap();
-    let mut agent = bed
+    write_key(&key, "a shared secret of some length\n");
+    let agent = bed
         .exec("sut", env!("CARGO_BIN_EXE_benchlab"))
         .args(["agent", "--listen", "10.237.0.1:7300", "--key-file"])
         .arg(&key)
@@ -579,37 +593,18 @@ fn an_agent_over_tcp_with_a_shared_key() {
             key.display()
         ),
     );
-    let out = bed
-        .exec("gen", env!("CARGO_BIN_EXE_benchlab"))
-        .arg("--db")
-        .arg(s.db())
-        .args(["run", study.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = bed.run_study("gen", &s.db(), &study);
     // A controller without the key is refused before any request.
     let wrong = s.path("wrong");
-    std::fs::write(&wrong, "not the secret we share at all").unwrap();
-    let mut perm = std::fs::metadata(&wrong).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o600);
-    std::fs::set_permissions(&wrong, perm).unwrap();
+    write_key(&wrong, "not the secret we share at all");
     let bad = s.study(
         "bad.toml",
         &std::fs::read_to_string(&study)
             .unwrap()
             .replace(&key.display().to_string(), &wrong.display().to_string()),
     );
-    let refused = bed
-        .exec("gen", env!("CARGO_BIN_EXE_benchlab"))
-        .arg("--db")
-        .arg(s.path("bad.db"))
-        .args(["run", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let _ = agent.kill();
-    let log = agent
-        .wait_with_output()
-        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
-        .unwrap_or_default();
+    let refused = bed.run_study("gen", &s.path("bad.db"), &bad);
+    let log = kill_with_log(agent);
     assert!(
         out.status.success(),
         "run via a TCP agent failed: {}\nagent: {log}",

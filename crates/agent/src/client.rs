@@ -5,7 +5,6 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -78,13 +77,6 @@ pub struct AgentHandle {
 }
 
 impl AgentHandle {
-    /// Starts `exe agent --stdio` as a child and shakes hands.
-    pub fn spawn_local(exe: &Path, name: &str) -> Result<AgentHandle, AgentError> {
-        let mut cmd = Command::new(exe);
-        cmd.args(["agent", "--stdio"]);
-        AgentHandle::spawn(cmd, name)
-    }
-
     /// Starts a command that ends in `benchlab agent --stdio` (directly, under
     /// `ip netns exec`, or through `ssh`) and shakes hands with it.
     ///

@@ -59,19 +59,8 @@ pub fn serve_listener(
         return serve_concurrently(listener, key, registry, handshake_timeout);
     }
     loop {
-        let (stream, peer) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) => match e.raw_os_error() {
-                // The peer gave up before we accepted it.
-                Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => continue,
-                // Out of descriptors or memory: wait for it to pass.
-                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                    eprintln!("benchlab agent: cannot accept a connection: {e}");
-                    std::thread::sleep(ACCEPT_BACKOFF);
-                    continue;
-                }
-                _ => return Err(e),
-            },
+        let Some((stream, peer)) = accept(listener)? else {
+            continue;
         };
         if let Err(e) = authenticate(&stream, key, handshake_timeout) {
             eprintln!("benchlab agent: refused {peer}: {e}");
@@ -80,12 +69,25 @@ pub fn serve_listener(
         }
         let result = session(&stream, registry);
         let _ = stream.shutdown(Shutdown::Both);
-        if once {
-            return result;
-        }
-        if let Err(e) = result {
-            eprintln!("benchlab agent: session with {peer} ended: {e}");
-        }
+        return result;
+    }
+}
+
+/// One `accept()`. `Ok(None)`: nothing to serve this time, try again (the
+/// peer gave up first, or descriptors or memory ran out for a moment);
+/// `Err`: accepting failed for good.
+fn accept(listener: &TcpListener) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+    match listener.accept() {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => match e.raw_os_error() {
+            Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => Ok(None),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                eprintln!("benchlab agent: cannot accept a connection: {e}");
+                std::thread::sleep(ACCEPT_BACKOFF);
+                Ok(None)
+            }
+            _ => Err(e),
+        },
     }
 }
 
@@ -100,17 +102,8 @@ fn serve_concurrently(
     use std::sync::atomic::{AtomicUsize, Ordering};
     let active = AtomicUsize::new(0);
     std::thread::scope(|scope| loop {
-        let (stream, peer) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) => match e.raw_os_error() {
-                Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => continue,
-                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                    eprintln!("benchlab agent: cannot accept a connection: {e}");
-                    std::thread::sleep(ACCEPT_BACKOFF);
-                    continue;
-                }
-                _ => return Err(e),
-            },
+        let Some((stream, peer)) = accept(listener)? else {
+            continue;
         };
         if active.load(Ordering::Relaxed) >= MAX_SESSIONS {
             eprintln!("benchlab agent: refused {peer}: already serving {MAX_SESSIONS} sessions");

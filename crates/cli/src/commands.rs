@@ -318,10 +318,7 @@ fn relay(
     if !(delay_ms.is_finite() && delay_ms >= 0.0) {
         bail!("--delay-ms must be a non-negative number of milliseconds");
     }
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
+    let stop = crate::runner::interrupt_flag()?;
     let handle = relay::start(RelayConfig {
         listen,
         upstream: to,

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use benchlab_agent::{AgentError, AgentHandle, Request, Response};
 use benchlab_core::placement::Placement;
 use benchlab_core::study::{Host, Study, Transport};
-use benchlab_core::{Params, Value};
+use benchlab_core::Params;
 
 /// The side of a workload an agent runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -415,17 +415,7 @@ impl Pool {
     /// point between them, through the same agents and addresses as the
     /// real points.
     fn probe(&mut self, client: &str, server: &str, interrupt: &AtomicBool) -> Result<()> {
-        let mut params = Params::default();
-        for (k, v) in [
-            ("size", Value::Int(0)),
-            ("value", Value::Float(0.0)),
-            ("latency_us", Value::Float(0.0)),
-            ("step", Value::Float(0.0)),
-            ("sleep_s", Value::Float(0.0)),
-            ("fail", Value::Bool(false)),
-        ] {
-            params.set(k, v);
-        }
+        let params = Params::defaults(benchlab_core::Workload::params(&benchlab_core::fake::FAKE));
         let bind = self.bind_address(server);
         let addr = self.address(server);
         let port = match self.agent(server, Role::Server, 0)?.request(

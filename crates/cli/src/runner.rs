@@ -54,7 +54,7 @@ fn hostname() -> String {
 
 /// The interrupt flag, set by the first Ctrl-C or SIGTERM; a second one
 /// exits at once.
-fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+pub(crate) fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
     if let Some(f) = FLAG.get() {
         return Ok(f.clone());

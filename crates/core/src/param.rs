@@ -204,6 +204,18 @@ impl Params {
         }
     }
 
+    /// Every parameter of `specs` that has a fixed default, at that default
+    /// (`Unset` and study-level defaults are left out).
+    pub fn defaults(specs: &[ParamSpec]) -> Params {
+        let mut p = Params::default();
+        for spec in specs {
+            if let Some(v) = Value::from_default(spec.default) {
+                p.set(spec.name, v);
+            }
+        }
+        p
+    }
+
     /// The canonical JSON form, used as the point's identity in the store.
     pub fn canonical(&self) -> String {
         serde_json::to_string(&self.0).expect("params serialize")
