@@ -7,7 +7,7 @@ use benchlab_core::{Params, SideResult};
 use serde::{Deserialize, Serialize};
 
 /// Version of the control protocol. Bump on any incompatible change.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +51,24 @@ pub enum Request {
         /// Repetition number, 0-based.
         repetition: u32,
     },
+    /// Which kernel this is and whether unrestored journals exist.
+    EnvProbe,
+    /// Apply a configuration's environment (profile, shield, load) on
+    /// this host; held until `EnvRevert` or the end of the session.
+    EnvApply {
+        /// What to apply.
+        spec: benchlab_env::SessionSpec,
+    },
+    /// A point starts (`start`: restart the background load) or ended
+    /// (stop it and report its CPU use).
+    EnvPoint {
+        /// Start or end.
+        start: bool,
+    },
+    /// Undo the applied environment.
+    EnvRevert,
+    /// Undo every journal left on this host by a crashed run.
+    EnvRestore,
     /// End the session; the agent exits.
     Shutdown,
 }
@@ -110,6 +128,31 @@ pub enum Response {
         reason: String,
         /// The agent's state.
         state: State,
+    },
+    /// Answer to `EnvProbe`.
+    EnvProbed {
+        /// `/proc/sys/kernel/random/boot_id`: hosts that share it share a
+        /// kernel (network namespaces of one machine).
+        boot_id: String,
+        /// Unrestored journal files.
+        journals: Vec<String>,
+    },
+    /// Answer to `EnvApply`.
+    EnvApplied {
+        /// What became of every setting.
+        changes: Vec<benchlab_env::ChangeReport>,
+        /// The file a side joins to run in the shield.
+        shield_tasks: Option<String>,
+    },
+    /// Answer to `EnvPoint`.
+    EnvPointDone {
+        /// The load's CPU use over the point (at its end).
+        load: Option<benchlab_env::LoadUsage>,
+    },
+    /// Answer to `EnvRevert` and `EnvRestore`.
+    EnvReverted {
+        /// What was undone.
+        changes: Vec<benchlab_env::ChangeReport>,
     },
     /// Answer to `Shutdown`.
     Bye,

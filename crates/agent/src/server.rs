@@ -30,6 +30,78 @@ struct RunningServer {
     thread: JoinHandle<()>,
 }
 
+/// The environment session this agent holds (at most one). Global so that
+/// the stdin watchdog can revert it when the controller vanishes.
+static ENV_SESSION: std::sync::Mutex<Option<benchlab_env::Session>> = std::sync::Mutex::new(None);
+
+/// Reverts a held environment session (controller gone, or the session
+/// ended without `EnvRevert`). `try_lock`: if the main thread is in the
+/// middle of applying, the journal is what undoes it.
+fn revert_env_session() {
+    if let Ok(mut g) = ENV_SESSION.try_lock() {
+        if let Some(mut s) = g.take() {
+            s.revert();
+        }
+    }
+}
+
+fn env_request(req: Request) -> Response {
+    let dir = benchlab_env::journal::journal_dir();
+    let err = |message: String| Response::Error {
+        message,
+        skipped: false,
+    };
+    let mut guard = match ENV_SESSION.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    match req {
+        Request::EnvProbe => Response::EnvProbed {
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            journals: benchlab_env::journal::pending(&dir)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+        },
+        Request::EnvApply { spec } => {
+            if guard.is_some() {
+                return err("an environment is already applied in this session".into());
+            }
+            match benchlab_env::Session::apply(&spec, &dir) {
+                Ok((session, changes)) => {
+                    let shield_tasks = session.shield_tasks().map(str::to_string);
+                    *guard = Some(session);
+                    Response::EnvApplied {
+                        changes,
+                        shield_tasks,
+                    }
+                }
+                Err(e) => err(e.to_string()),
+            }
+        }
+        Request::EnvPoint { start } => match guard.as_mut() {
+            None => err("no environment is applied".into()),
+            Some(s) if start => match s.point_start() {
+                Ok(()) => Response::EnvPointDone { load: None },
+                Err(e) => err(e.to_string()),
+            },
+            Some(s) => Response::EnvPointDone {
+                load: s.point_end(),
+            },
+        },
+        Request::EnvRevert => Response::EnvReverted {
+            changes: guard.take().map(|mut s| s.revert()).unwrap_or_default(),
+        },
+        Request::EnvRestore => match benchlab_env::restore_all(&dir) {
+            Ok(changes) => Response::EnvReverted { changes },
+            Err(e) => err(e.to_string()),
+        },
+        _ => err("not an environment request".into()),
+    }
+}
+
 fn error_response(e: &WorkloadError) -> Response {
     Response::Error {
         message: e.to_string(),
@@ -52,6 +124,7 @@ pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
         // SAFETY: one valid pollfd for the duration of the call.
         let n = unsafe { libc::poll(&mut fds, 1, 500) };
         if n > 0 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            revert_env_session();
             std::process::exit(0);
         }
     });
@@ -97,9 +170,23 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     s.abort.store(true, Ordering::Relaxed);
                     let _ = s.thread.join();
                 }
+                revert_env_session();
                 write_frame(&mut w, &Response::Bye)?;
                 return Ok(());
             }
+            (
+                State::Idle,
+                req @ (Request::EnvProbe
+                | Request::EnvApply { .. }
+                | Request::EnvPoint { .. }
+                | Request::EnvRevert
+                | Request::EnvRestore),
+            ) => env_request(req),
+            (state, Request::EnvProbe) => refuse(state, "env_probe"),
+            (state, Request::EnvApply { .. }) => refuse(state, "env_apply"),
+            (state, Request::EnvPoint { .. }) => refuse(state, "env_point"),
+            (state, Request::EnvRevert) => refuse(state, "env_revert"),
+            (state, Request::EnvRestore) => refuse(state, "env_restore"),
             (_, Request::Inventory) => Response::Inventory {
                 inventory: serde_json::to_value(benchlab_inventory::collect())
                     .unwrap_or(serde_json::Value::Null),
@@ -245,6 +332,7 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
         s.abort.store(true, Ordering::Relaxed);
         let _ = s.thread.join();
     }
+    revert_env_session();
     Ok(())
 }
 

@@ -54,6 +54,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
+        Command::Restore { study } => crate::envcmd::restore(study.as_deref()),
+        Command::Profile { action } => crate::envcmd::profile(action),
+        Command::LoadWorker { index, dir } => benchlab_env::load::worker_main(index, &dir),
         Command::Workloads => {
             let mut out = String::new();
             for w in registry().all() {
@@ -86,6 +89,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             let reg = registry();
             let s = Study::load(&study, &reg)?;
+            crate::envcmd::check_profiles(&s)?;
             let opts = options(quick, scale)?;
             let plan = Plan::new(&s, &reg, opts);
             writeln!(
@@ -118,15 +122,17 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             resume,
             quick,
             scale,
+            restore_first,
         } => {
             let reg = registry();
             let mut store = open_store(&cli.db)?;
             let outcome = match resume {
-                Some(id) => runner::resume(&mut store, &reg, id)?,
+                Some(id) => runner::resume(&mut store, &reg, id, restore_first)?,
                 None => {
                     let path = study.expect("clap requires a study without --resume");
                     let s = Study::load(&path, &reg)?;
-                    runner::start(&mut store, &reg, &s, options(quick, scale)?)?
+                    crate::envcmd::check_profiles(&s)?;
+                    runner::start(&mut store, &reg, &s, options(quick, scale)?, restore_first)?
                 }
             };
             let report = runner::report(&store, &reg, outcome.run_id)?;

@@ -87,27 +87,47 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The command that starts a host's agent.
-fn agent_command(host: &Host) -> Result<Command> {
+/// The command that starts a host's agent, under `launcher` (a prefix
+/// such as `onload --profile=latency`) when one is given.
+fn agent_command(host: &Host, launcher: &[String]) -> Result<Command> {
     let path = remote_path(host)?;
     Ok(match &host.transport {
         Transport::Local => {
-            let mut c = Command::new(path);
+            let mut c = match launcher.split_first() {
+                Some((first, rest)) => {
+                    let mut c = Command::new(first);
+                    c.args(rest).arg(&path);
+                    c
+                }
+                None => Command::new(&path),
+            };
             c.args(["agent", "--stdio"]);
             c
         }
         Transport::Netns(ns) => {
             let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, &path, "agent", "--stdio"]);
+            c.args(["netns", "exec", ns]).args(launcher);
+            c.args([&path, "agent", "--stdio"]);
             c
         }
         Transport::Ssh { .. } => {
             let mut c = ssh_command(host);
-            c.arg(format!("{} agent --stdio", sh_quote(&path)));
+            let mut words: Vec<String> = launcher.iter().map(|w| sh_quote(w)).collect();
+            words.push(sh_quote(&path));
+            c.arg(format!("{} agent --stdio", words.join(" ")));
             c
         }
         Transport::Tcp { .. } => unreachable!("TCP agents are connected to, not started"),
     })
+}
+
+/// Starts an agent on a host to restore its journals (outside a run).
+pub(crate) fn spawn_for_restore(host: &Host) -> Result<AgentHandle> {
+    if let Transport::Tcp { .. } = host.transport {
+        bail!("restore through a listening TCP agent is not supported: run `benchlab restore` on that host");
+    }
+    let cmd = agent_command(host, &[])?;
+    Ok(AgentHandle::spawn(cmd, &format!("{}/restore", host.name))?)
 }
 
 /// Copies this binary to an SSH host when it is missing there or of
@@ -179,6 +199,12 @@ pub(crate) struct Pool {
     hosts: BTreeMap<String, Host>,
     addresses: HashMap<String, IpAddr>,
     agents: HashMap<(String, Role, usize), AgentHandle>,
+    /// Launcher prefixes of server and client agents (the current
+    /// configuration's).
+    launchers: [Vec<String>; 2],
+    /// Each used host's kernel (`boot_id`), in study order: hosts that
+    /// share one are network namespaces of one machine.
+    pub(crate) boot_ids: Vec<(String, String)>,
 }
 
 impl Pool {
@@ -213,9 +239,43 @@ impl Pool {
         }
     }
 
+    /// Makes the agents of later points start under these launchers
+    /// (agents running under other ones are stopped).
+    pub(crate) fn set_launchers(&mut self, server: &[String], client: &[String]) {
+        if self.launchers[0] != server || self.launchers[1] != client {
+            self.kill_all();
+            self.launchers = [server.to_vec(), client.to_vec()];
+        }
+    }
+
+    /// The study's definition of a host.
+    pub(crate) fn host(&self, name: &str) -> &Host {
+        &self.hosts[name]
+    }
+
     fn spawn(&self, host: &str, role: Role, slot: usize) -> Result<AgentHandle, AgentError> {
+        let launcher = match role {
+            Role::Server => &self.launchers[0],
+            Role::Client => &self.launchers[1],
+        };
+        self.spawn_named(host, &Self::name(host, role, slot), launcher)
+    }
+
+    /// Starts an agent that holds a configuration's environment on a host
+    /// (kept apart from the workload agents, which are restarted after
+    /// failed points).
+    pub(crate) fn spawn_env(&self, host: &str) -> Result<AgentHandle, AgentError> {
+        self.spawn_named(host, &format!("{host}/env"), &[])
+    }
+
+    fn spawn_named(
+        &self,
+        host: &str,
+        name: &str,
+        launcher: &[String],
+    ) -> Result<AgentHandle, AgentError> {
         let h = &self.hosts[host];
-        let name = Self::name(host, role, slot);
+        let name = name.to_string();
         if let Transport::Tcp { agent, key_file } = &h.transport {
             let refused = |reason: String| AgentError::Refused {
                 name: name.clone(),
@@ -230,9 +290,14 @@ impl Pool {
                 .map_err(|e| refused(e.to_string()))?;
             let stream = benchlab_agent::listen::connect(addr, &key, Duration::from_secs(10))
                 .map_err(|e| refused(e.to_string()))?;
+            if !launcher.is_empty() {
+                return Err(refused(
+                    "a launcher prefix needs an agent that benchlab starts (local, netns or ssh), not a listening TCP agent".into(),
+                ));
+            }
             return AgentHandle::over_tcp(stream, &name);
         }
-        let cmd = agent_command(h).map_err(|e| AgentError::Spawn {
+        let cmd = agent_command(h, launcher).map_err(|e| AgentError::Spawn {
             name: name.clone(),
             source: std::io::Error::other(e.to_string()),
         })?;
@@ -296,7 +361,10 @@ impl Pool {
     pub(crate) fn preflight(
         study: &Study,
         interrupt: &AtomicBool,
+        restore_first: bool,
     ) -> Result<(Pool, Vec<HostInventory>)> {
+        let mut pending_restore = false;
+        let mut boot_ids = Vec::new();
         let mut roles: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         let mut pairs: Vec<(String, String)> = Vec::new();
         let mut slots: BTreeMap<String, usize> = BTreeMap::new();
@@ -320,6 +388,8 @@ impl Pool {
                 .collect(),
             addresses: HashMap::new(),
             agents: HashMap::new(),
+            launchers: [Vec::new(), Vec::new()],
+            boot_ids: Vec::new(),
         };
         let mut problems: Vec<String> = Vec::new();
         let mut inventories = Vec::new();
@@ -377,6 +447,50 @@ impl Pool {
                         }
                         Err(e) => problems.push(format!("{what}: {e}")),
                     }
+                    match agent.request(&Request::EnvProbe, Duration::from_secs(30), interrupt) {
+                        Ok(Response::EnvProbed { boot_id, journals }) => {
+                            if !journals.is_empty() && !restore_first {
+                                problems.push(format!(
+                                    "{what}: an earlier run left settings changed (unrestored journal {}): run `benchlab restore {}` to put them back, or `benchlab run --restore-first`",
+                                    journals.join(", "),
+                                    study.file
+                                ));
+                            }
+                            pending_restore |= !journals.is_empty();
+                            boot_ids.push((host.clone(), boot_id));
+                        }
+                        Ok(other) => problems.push(format!("{what}: bad probe answer {other:?}")),
+                        Err(e) => problems.push(format!("{what}: {e}")),
+                    }
+                    if pending_restore && restore_first && problems.is_empty() {
+                        match agent.request(
+                            &Request::EnvRestore,
+                            Duration::from_secs(120),
+                            interrupt,
+                        ) {
+                            Ok(Response::EnvReverted { changes }) => {
+                                let failed = changes
+                                    .iter()
+                                    .filter(|c| {
+                                        c.status == benchlab_env::ChangeStatus::RevertFailed
+                                    })
+                                    .count();
+                                eprintln!(
+                                    "benchlab: {what}: restored {} setting(s) an earlier run left changed{}",
+                                    changes.len() - failed,
+                                    if failed > 0 { format!(", {failed} could not be restored") } else { String::new() }
+                                );
+                            }
+                            Ok(Response::Error { message, .. }) => {
+                                problems.push(format!("{what}: restore failed: {message}"))
+                            }
+                            Ok(other) => {
+                                problems.push(format!("{what}: bad restore answer {other:?}"))
+                            }
+                            Err(e) => problems.push(format!("{what}: {e}")),
+                        }
+                        pending_restore = false;
+                    }
                 }
             }
             if let Some(inv) = inventory {
@@ -401,6 +515,7 @@ impl Pool {
                 }
             }
         }
+        pool.boot_ids = boot_ids;
         if !problems.is_empty() {
             pool.kill_all();
             bail!(

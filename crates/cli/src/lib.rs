@@ -2,6 +2,8 @@
 //! whole error chain once and returns the exit code.
 
 mod commands;
+mod envcmd;
+mod envrun;
 mod hosts;
 mod progress;
 mod runner;
@@ -81,6 +83,29 @@ enum Command {
         /// Multiply every duration, warm-up and quiesce by this factor.
         #[arg(long, value_name = "FACTOR")]
         scale: Option<f64>,
+        /// First undo whatever an earlier, crashed run left changed on the
+        /// hosts (its journal), instead of refusing to start.
+        #[arg(long)]
+        restore_first: bool,
+    },
+    /// Undo every setting a crashed run left changed, from its on-disk
+    /// journal: on this host, or on every host of a study.
+    Restore {
+        /// A study file: restore on each of its hosts.
+        study: Option<PathBuf>,
+    },
+    /// Inspect or apply a tuning profile on this host.
+    Profile {
+        #[command(subcommand)]
+        action: ProfileAction,
+    },
+    /// One worker of the built-in background load (started by benchlab).
+    #[command(name = "__load-worker", hide = true)]
+    LoadWorker {
+        /// Worker number (its phase sequence).
+        index: u64,
+        /// Scratch directory for its files.
+        dir: String,
     },
     /// Check a study file and print its plan and expected duration.
     Check {
@@ -152,6 +177,32 @@ enum Command {
         #[arg(long, default_value = "both")]
         protocol: String,
     },
+}
+
+/// `benchlab profile …`
+#[derive(Subcommand)]
+pub(crate) enum ProfileAction {
+    /// List the shipped profiles, or print one (name or file) with what
+    /// it means on this host.
+    Show {
+        /// Profile name or file.
+        name: Option<String>,
+    },
+    /// Compare this host's current values with what a profile wants.
+    Diff {
+        /// Profile name or file.
+        name: String,
+    },
+    /// Apply a profile on this host until `benchlab profile revert`
+    /// (journaled; a wake-up latency limit is held only while a run holds
+    /// it, so it is not applied here).
+    Apply {
+        /// Profile name or file.
+        name: String,
+    },
+    /// Undo `profile apply` (and anything a crashed run left): same as
+    /// `benchlab restore`.
+    Revert,
 }
 
 /// `benchlab testbed …`

@@ -16,6 +16,7 @@ use benchlab_core::units::now_rfc3339;
 use benchlab_core::{Better, Registry, Sample, SideResult, Workload};
 use benchlab_store::{ConfigRow, HostRow, NewRun, PointRow, RunStatus, SampleStatus, Store};
 
+use crate::envrun::EnvControl;
 use crate::hosts::{Pool, Role};
 use crate::progress::Progress;
 
@@ -96,9 +97,10 @@ pub(crate) fn start(
     reg: &Registry,
     study: &Study,
     opts: RunOptions,
+    restore_first: bool,
 ) -> Result<Outcome> {
     let interrupt = interrupt_flag()?;
-    let (pool, inventories) = Pool::preflight(study, &interrupt)?;
+    let (pool, inventories) = Pool::preflight(study, &interrupt, restore_first)?;
     let started = now_rfc3339();
     let run_id = store.create_run(&NewRun {
         study_name: &study.name,
@@ -116,7 +118,7 @@ pub(crate) fn start(
                 idx: i,
                 name: c.name.clone(),
                 description: c.description.clone(),
-                spec: serde_json::json!({ "server": c.server, "client": c.client }),
+                spec: serde_json::json!({ "server": c.server, "client": c.client, "env": c.env }),
             },
         )?;
     }
@@ -131,7 +133,12 @@ pub(crate) fn start(
 }
 
 /// Resumes an unfinished run with its first missing repetition.
-pub(crate) fn resume(store: &mut Store, reg: &Registry, run_id: i64) -> Result<Outcome> {
+pub(crate) fn resume(
+    store: &mut Store,
+    reg: &Registry,
+    run_id: i64,
+    restore_first: bool,
+) -> Result<Outcome> {
     let run = store.run(run_id)?;
     if run.status == RunStatus::Completed {
         bail!("run {run_id} is already complete: nothing to resume");
@@ -146,7 +153,7 @@ pub(crate) fn resume(store: &mut Store, reg: &Registry, run_id: i64) -> Result<O
     let study = Study::parse(&run.study_file, &run.study_text, reg)
         .context("the stored study file no longer validates with this benchlab")?;
     let interrupt = interrupt_flag()?;
-    let (pool, inventories) = Pool::preflight(&study, &interrupt)?;
+    let (pool, inventories) = Pool::preflight(&study, &interrupt, restore_first)?;
     store_hosts(store, run_id, inventories)?;
     store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
     store.add_event(run_id, &now_rfc3339(), "resumed", "")?;
@@ -200,6 +207,7 @@ fn execute(
     let mut progress = Progress::new(todo.len(), plan.expected_s(&todo), done.len());
     let mut failed = 0;
     let mut stopped = false;
+    let mut env = EnvControl::default();
     for (n, unit) in todo.iter().enumerate() {
         if interrupt.load(Ordering::Relaxed) {
             break;
@@ -229,8 +237,38 @@ fn execute(
                 params: point.params.clone(),
             },
         )?;
+        env.switch(point.config, study, &mut pool, store, run_id, interrupt)?;
         let started = now_rfc3339();
-        let outcome = run_unit(reg, study, point, unit.repetition, &mut pool, interrupt);
+        let outcome = match &env.failed {
+            Some(why) => Err(UnitError::Failed(format!(
+                "configuration could not be applied: {why}"
+            ))),
+            None => match env.point_start(interrupt) {
+                Err(why) => Err(UnitError::Failed(why)),
+                Ok(()) => {
+                    let sides = [env.server.clone(), env.client.clone()];
+                    let mut r = run_unit(
+                        reg,
+                        study,
+                        point,
+                        unit.repetition,
+                        &sides,
+                        &mut pool,
+                        interrupt,
+                    );
+                    if let Some(load) = env.point_end(interrupt) {
+                        if let Ok(sample) = &mut r {
+                            // The load's own CPU use (100 = one CPU), so
+                            // that points can be compared for equal load.
+                            sample
+                                .metrics
+                                .insert("background_load_cpu_pct".into(), load.util_pct);
+                        }
+                    }
+                    r
+                }
+            },
+        };
         let ended = now_rfc3339();
         let summary = match &outcome {
             Ok(sample) => {
@@ -296,6 +334,8 @@ fn execute(
         }
     }
     progress.finish();
+    // Put every host back before anything else (also after Ctrl-C).
+    env.revert(&mut pool, store, run_id, interrupt)?;
 
     let interrupted = interrupt.load(Ordering::Relaxed);
     let at = now_rfc3339();
@@ -360,11 +400,11 @@ fn run_unit(
     study: &Study,
     point: &PlannedPoint,
     repetition: u32,
+    sides: &[benchlab_core::placement::Placement; 2],
     pool: &mut Pool,
     interrupt: &AtomicBool,
 ) -> std::result::Result<Sample, UnitError> {
     let entry = &study.workloads[point.workload];
-    let config = &study.configurations[point.config];
     let wl = reg
         .get(&entry.kind)
         .ok_or_else(|| UnitError::Skipped(format!("unknown workload {}", entry.kind)))?;
@@ -388,7 +428,7 @@ fn run_unit(
         let req = Request::Serve {
             kind: entry.kind.clone(),
             params: point.params.clone(),
-            placement: config.server.clone(),
+            placement: sides[0].clone(),
             bind: pool.bind_address(host),
         };
         let data_ip = pool.address(host);
@@ -424,7 +464,7 @@ fn run_unit(
                 let req = Request::RunClient {
                     kind: entry.kind.clone(),
                     params: point.params.clone(),
-                    placement: config.client.clone(),
+                    placement: sides[1].clone(),
                     server: *addr,
                     repetition,
                 };

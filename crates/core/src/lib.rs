@@ -8,6 +8,7 @@
 //! somebody else's job.
 
 pub mod cpu;
+pub mod envspec;
 pub mod fake;
 pub mod param;
 pub mod placement;

@@ -1,7 +1,31 @@
-//! Where and how a side runs: CPU list and nice value, applied to the
-//! calling thread (each side runs on a thread of its own in its agent).
+//! Where and how a side runs: CPU list, nice value, real-time scheduling
+//! policy, NUMA node, memory locking, a cpuset to join and a launcher
+//! prefix. Everything but the launcher is applied by the side's own thread
+//! (each side runs on a thread of its own in its agent); the launcher wraps
+//! the agent process itself, so the controller applies it when it starts
+//! the agent.
 
 use serde::{Deserialize, Serialize};
+
+/// A real-time scheduling policy (`chrt -f` / `chrt -r`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedPolicy {
+    /// `SCHED_FIFO`: runs until it blocks or a higher priority wakes.
+    Fifo,
+    /// `SCHED_RR`: like FIFO, with a time slice among equal priorities.
+    Rr,
+}
+
+impl SchedPolicy {
+    /// The name used in study files.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedPolicy::Fifo => "fifo",
+            SchedPolicy::Rr => "rr",
+        }
+    }
+}
 
 /// Placement of one side of a workload.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -12,6 +36,24 @@ pub struct Placement {
     /// Nice value (−20 … 19); `None` leaves it alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
+    /// Real-time policy and priority (1 … 99); `None` keeps SCHED_OTHER.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched: Option<(SchedPolicy, i32)>,
+    /// NUMA node whose memory the side allocates from (`MPOL_BIND`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Lock the agent's memory (`mlockall(MCL_CURRENT | MCL_FUTURE)`), so
+    /// no page fault lands in a measured loop.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mlockall: bool,
+    /// A command prefix the side's agent is started under (seed 002:
+    /// `["onload", "--profile=latency"]`). Applied by the controller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launcher: Vec<String>,
+    /// A cgroup `tasks` file the side's thread joins before it is pinned
+    /// (set by the runner when a configuration shields CPUs, not by users).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_tasks: Option<String>,
 }
 
 /// Parses a CPU list such as `"0"`, `"0,2"` or `"0-3,8"`.
@@ -40,7 +82,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
 }
 
 impl Placement {
-    /// Human form: `cpus 0-1, nice -5`, or `default`.
+    /// Human form: `cpus 0-1, nice -5, fifo 1, mlockall`, or `default`.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(c) = &self.cpus {
@@ -55,6 +97,18 @@ impl Placement {
         if let Some(n) = self.nice {
             parts.push(format!("nice {n}"));
         }
+        if let Some((policy, prio)) = self.sched {
+            parts.push(format!("{} {prio}", policy.name()));
+        }
+        if let Some(node) = self.numa_node {
+            parts.push(format!("numa node {node}"));
+        }
+        if self.mlockall {
+            parts.push("mlockall".into());
+        }
+        if !self.launcher.is_empty() {
+            parts.push(format!("under `{}`", self.launcher.join(" ")));
+        }
         if parts.is_empty() {
             "default".into()
         } else {
@@ -62,35 +116,35 @@ impl Placement {
         }
     }
 
-    /// Applies the placement to the calling thread.
+    /// Applies the placement to the calling thread (and, for `mlockall`,
+    /// to its process). The order matters: the cgroup first (a cpuset
+    /// limits which affinities are allowed), then memory policy and
+    /// affinity, then priorities.
     pub fn apply_to_current_thread(&self) -> Result<(), String> {
-        if let Some(cpus) = &self.cpus {
-            // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for
-            // indices below CPU_SETSIZE, which we check.
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                for &c in cpus {
-                    if c >= libc::CPU_SETSIZE as usize {
-                        return Err(format!("CPU {c} is beyond CPU_SETSIZE"));
-                    }
-                    libc::CPU_SET(c, &mut set);
-                }
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    return Err(format!(
-                        "cannot pin to CPUs {:?}: {}",
-                        cpus,
-                        std::io::Error::last_os_error()
-                    ));
-                }
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        if let Some(tasks) = &self.cgroup_tasks {
+            // cgroup v1 `tasks` moves one thread; v2 threaded `cgroup.threads`
+            // likewise. Writing our own tid puts just this side there.
+            std::fs::write(tasks, tid.to_string())
+                .map_err(|e| format!("cannot join the cgroup of {tasks}: {e}"))?;
+        }
+        if let Some(node) = self.numa_node {
+            bind_memory_to_node(node)?;
+            if self.cpus.is_none() {
+                let list =
+                    std::fs::read_to_string(format!("/sys/devices/system/node/node{node}/cpulist"))
+                        .map_err(|e| format!("NUMA node {node}: {e}"))?;
+                set_affinity(&parse_cpu_list(list.trim())?)?;
             }
+        }
+        if let Some(cpus) = &self.cpus {
+            set_affinity(cpus)?;
         }
         if let Some(nice) = self.nice {
             // On Linux, PRIO_PROCESS with a thread id sets that thread's nice.
-            // SAFETY: plain syscalls without pointers.
-            let rc = unsafe {
-                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-                libc::setpriority(libc::PRIO_PROCESS, tid, nice)
-            };
+            // SAFETY: plain syscall without pointers.
+            let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
             if rc != 0 {
                 return Err(format!(
                     "cannot set nice {nice}: {}",
@@ -98,8 +152,85 @@ impl Placement {
                 ));
             }
         }
+        if let Some((policy, prio)) = self.sched {
+            let param = libc::sched_param {
+                sched_priority: prio,
+            };
+            let pol = match policy {
+                SchedPolicy::Fifo => libc::SCHED_FIFO,
+                SchedPolicy::Rr => libc::SCHED_RR,
+            };
+            // SAFETY: param is a valid sched_param; pid 0 is this thread.
+            if unsafe { libc::sched_setscheduler(0, pol, &param) } != 0 {
+                return Err(format!(
+                    "cannot set {} priority {prio}: {}",
+                    policy.name(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        if self.mlockall {
+            // SAFETY: plain syscall with flag arguments.
+            if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+                return Err(format!(
+                    "cannot lock memory (mlockall): {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+fn set_affinity(cpus: &[usize]) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for
+    // indices below CPU_SETSIZE, which we check.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c >= libc::CPU_SETSIZE as usize {
+                return Err(format!("CPU {c} is beyond CPU_SETSIZE"));
+            }
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "cannot pin to CPUs {:?}: {}",
+                cpus,
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `set_mempolicy(MPOL_BIND, {node})` for the calling thread.
+fn bind_memory_to_node(node: u32) -> Result<(), String> {
+    if !std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists() {
+        return Err(format!("NUMA node {node} does not exist on this host"));
+    }
+    if node >= 1024 {
+        return Err(format!("NUMA node {node} is beyond the supported 1024"));
+    }
+    const MPOL_BIND: libc::c_long = 2;
+    let mut mask = [0u64; 16];
+    mask[(node / 64) as usize] |= 1u64 << (node % 64);
+    // SAFETY: mask holds 1024 bits, which is what maxnode says.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            MPOL_BIND,
+            mask.as_ptr(),
+            1024 as libc::c_ulong,
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "cannot bind memory to NUMA node {node}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// The CPUs this process may run on now.
@@ -127,10 +258,43 @@ mod tests {
         let p = Placement {
             cpus: Some(vec![0]),
             nice: Some(1),
+            ..Default::default()
         };
         std::thread::spawn(move || p.apply_to_current_thread())
             .join()
             .unwrap()
             .unwrap();
+    }
+
+    #[test]
+    fn fifo_and_numa_node_0() {
+        // SCHED_FIFO needs CAP_SYS_NICE (or an RLIMIT_RTPRIO): root here.
+        // SAFETY: geteuid has no arguments.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: SCHED_FIFO needs root");
+            return;
+        }
+        let p = Placement {
+            sched: Some((SchedPolicy::Fifo, 1)),
+            numa_node: Some(0),
+            ..Default::default()
+        };
+        let policy = std::thread::spawn(move || {
+            p.apply_to_current_thread().unwrap();
+            // SAFETY: plain syscall.
+            unsafe { libc::sched_getscheduler(0) }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policy, libc::SCHED_FIFO);
+        let bad = Placement {
+            numa_node: Some(999),
+            ..Default::default()
+        };
+        let err = std::thread::spawn(move || bad.apply_to_current_thread())
+            .join()
+            .unwrap()
+            .unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
     }
 }

@@ -11,8 +11,9 @@ use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use crate::envspec::{EnvSpec, LoadKind, LoadSpec};
 use crate::param::{quoted_list, ParamDefault, ParamKind, Params, Value};
-use crate::placement::{parse_cpu_list, Placement};
+use crate::placement::{parse_cpu_list, Placement, SchedPolicy};
 use crate::units::parse_size;
 use crate::workload::{Registry, Workload};
 
@@ -112,6 +113,8 @@ pub struct Configuration {
     pub server: Placement,
     /// Placement of client sides.
     pub client: Placement,
+    /// Profile, shielding and background load.
+    pub env: EnvSpec,
 }
 
 /// How the controller reaches a host's agent.
@@ -484,8 +487,27 @@ const DEFAULT_KEYS: &[&str] = &[
     "select",
     "on_error",
 ];
-const CONFIG_KEYS: &[&str] = &["name", "description", "server", "client", "set"];
-const PLACEMENT_KEYS: &[&str] = &["cpus", "nice"];
+const CONFIG_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "server",
+    "client",
+    "set",
+    "profile",
+    "shield",
+    "load",
+];
+const PLACEMENT_KEYS: &[&str] = &[
+    "cpus",
+    "nice",
+    "sched",
+    "priority",
+    "numa_node",
+    "mlockall",
+    "launcher",
+];
+const LOAD_KEYS: &[&str] = &["kind", "workers", "command", "cpus"];
+const SCHEDS: &[&str] = &["fifo", "rr", "other"];
 /// Keys of `[[workload]]` that are not workload parameters.
 const WORKLOAD_RESERVED: &[&str] = &[
     "kind",
@@ -679,12 +701,14 @@ impl Study {
                     }
                 }
                 config_sets.push(set);
+                let env = cx.env(t, &path)?;
                 let [server, client] = sides;
                 configurations.push(Configuration {
                     name,
                     description,
                     server,
                     client,
+                    env,
                 });
             }
         }
@@ -694,6 +718,7 @@ impl Study {
                 description: "the system as it is".into(),
                 server: Placement::default(),
                 client: Placement::default(),
+                env: EnvSpec::default(),
             });
             config_sets.push(Vec::new());
         }
@@ -1232,7 +1257,181 @@ impl Ctx<'_> {
             }
             p.nice = Some(nice as i32);
         }
+        let policy = match t.get("sched") {
+            Some(v) => Some(self.choice(v, &format!("{path}.sched"), SCHEDS)?),
+            None => None,
+        };
+        match (policy.as_deref(), t.get("priority")) {
+            (Some("fifo" | "rr"), prio) => {
+                let prio = match prio {
+                    Some(v) => {
+                        let key = format!("{path}.priority");
+                        let n = self.int(v, &key)?;
+                        if !(1..=99).contains(&n) {
+                            return Err(self.err(
+                                v.span(),
+                                &key,
+                                format!("{n} is out of range (allowed: 1 … 99)"),
+                            ));
+                        }
+                        n as i32
+                    }
+                    // chrt's and seed 002's `run -s fifo -P 1`.
+                    None => 1,
+                };
+                let pol = if policy.as_deref() == Some("fifo") {
+                    SchedPolicy::Fifo
+                } else {
+                    SchedPolicy::Rr
+                };
+                p.sched = Some((pol, prio));
+            }
+            (_, Some(v)) => {
+                return Err(self.err(
+                    v.span(),
+                    &format!("{path}.priority"),
+                    "a priority needs a real-time policy (allowed: sched = \"fifo\" or \"rr\")",
+                ))
+            }
+            _ => {}
+        }
+        if let Some(v) = t.get("numa_node") {
+            let key = format!("{path}.numa_node");
+            let n = self.int(v, &key)?;
+            if !(0..1024).contains(&n) {
+                return Err(self.err(v.span(), &key, "must be a node number (0 … 1023)"));
+            }
+            p.numa_node = Some(n as u32);
+        }
+        if let Some(v) = t.get("mlockall") {
+            p.mlockall = self.boolean(v, &format!("{path}.mlockall"))?;
+        }
+        if let Some(v) = t.get("launcher") {
+            p.launcher = self.words(v, &format!("{path}.launcher"))?;
+        }
         Ok(p)
+    }
+
+    fn boolean(&self, v: &Val, path: &str) -> Result<bool, StudyError> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Ok(*b),
+            other => Err(self.err(
+                v.span(),
+                path,
+                format!("expected true or false, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    /// A command: a list of strings, or one string split at whitespace.
+    fn words(&self, v: &Val, path: &str) -> Result<Vec<String>, StudyError> {
+        let words: Vec<String> = match v.get_ref() {
+            DeValue::String(s) => s.split_whitespace().map(str::to_string).collect(),
+            DeValue::Array(a) => a
+                .iter()
+                .map(|w| self.string(w, path))
+                .collect::<Result<_, _>>()?,
+            other => {
+                return Err(self.err(
+                    v.span(),
+                    path,
+                    format!(
+                        "expected a command (a string or a list of strings), found {}",
+                        type_name(other)
+                    ),
+                ))
+            }
+        };
+        if words.is_empty() {
+            return Err(self.err(v.span(), path, "must not be empty"));
+        }
+        Ok(words)
+    }
+
+    fn cpu_list(&self, v: &Val, path: &str) -> Result<Vec<usize>, StudyError> {
+        let text = match v.get_ref() {
+            DeValue::Integer(_) => self.int(v, path)?.to_string(),
+            _ => self.string(v, path)?,
+        };
+        parse_cpu_list(&text).map_err(|m| self.err(v.span(), path, m))
+    }
+
+    /// `profile`, `shield` and `load` of a configuration.
+    fn env(&self, t: &Tab, path: &str) -> Result<EnvSpec, StudyError> {
+        let mut env = EnvSpec::default();
+        if let Some(v) = t.get("profile") {
+            let key = format!("{path}.profile");
+            let name = self.string(v, &key)?;
+            if name.trim().is_empty() {
+                return Err(self.err(v.span(), &key, "must name a profile or a profile file"));
+            }
+            env.profile = Some(name);
+        }
+        if let Some(v) = t.get("shield") {
+            let key = format!("{path}.shield");
+            let cpus = self.cpu_list(v, &key)?;
+            let online = crate::placement::online_cpus();
+            if cpus.len() >= online && online > 0 {
+                return Err(self.err(
+                    v.span(),
+                    &key,
+                    format!(
+                        "shielding all {online} CPUs of this machine would leave no CPU for everything else (allowed: a CPU list smaller than the machine)"
+                    ),
+                ));
+            }
+            env.shield = Some(cpus);
+        }
+        if let Some(v) = t.get("load") {
+            let key = format!("{path}.load");
+            let lt = self.table(v, &key)?;
+            self.check_keys(lt, &key, LOAD_KEYS)?;
+            let kind = match lt.get("kind") {
+                Some(k) => self.choice(k, &format!("{key}.kind"), &["build", "command"])?,
+                None if lt.get("command").is_some() => "command".into(),
+                None => "build".into(),
+            };
+            let kind = match (kind.as_str(), lt.get("command")) {
+                ("command", Some(c)) => {
+                    let c = self.string(c, &format!("{key}.command"))?;
+                    if c.trim().is_empty() {
+                        return Err(self.err(v.span(), &format!("{key}.command"), "must not be empty"));
+                    }
+                    LoadKind::Command(c)
+                }
+                ("command", None) => {
+                    return Err(self.err(
+                        v.span(),
+                        &format!("{key}.command"),
+                        "missing: kind = \"command\" needs the command to run in a loop",
+                    ))
+                }
+                (_, Some(c)) => {
+                    return Err(self.err(
+                        c.span(),
+                        &format!("{key}.command"),
+                        "only kind = \"command\" runs a command (the built-in load is kind = \"build\")",
+                    ))
+                }
+                _ => LoadKind::Build,
+            };
+            let workers = match lt.get("workers") {
+                Some(w) => self.count(w, &format!("{key}.workers"), 1)? as usize,
+                // Like `make -j(N+1)`: one more worker than CPUs keeps
+                // every CPU busy while one worker waits on I/O.
+                None => crate::placement::online_cpus() + 1,
+            };
+            let cpus = match lt.get("cpus") {
+                Some(c) => Some(self.cpu_list(c, &format!("{key}.cpus"))?),
+                None => None,
+            };
+            env.load = Some(LoadSpec {
+                kind,
+                workers,
+                cpus,
+            });
+        }
+        Ok(env)
     }
 }
 

@@ -131,7 +131,46 @@ CREATE TABLE target_result (
     PRIMARY KEY (sample_id, target, side)
 );
 "#,
+    r#"
+-- What each configuration changed on each host (profile settings, shield,
+-- background load) with before and after values, when it was applied and
+-- when it was reverted: the report's "settings changed" appendix.
+CREATE TABLE setting_change (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES run(id),
+    config_idx  INTEGER NOT NULL,
+    host        TEXT NOT NULL,
+    phase       TEXT NOT NULL CHECK (phase IN ('apply', 'revert')),
+    setting     TEXT NOT NULL,
+    before      TEXT,
+    after       TEXT,
+    status      TEXT NOT NULL,
+    note        TEXT NOT NULL
+);
+CREATE INDEX setting_change_run ON setting_change(run_id);
+"#,
 ];
+
+/// One setting a configuration changed on a host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingChangeRow {
+    /// Index of the configuration in the study.
+    pub config_idx: usize,
+    /// The host.
+    pub host: String,
+    /// `apply` or `revert`.
+    pub phase: String,
+    /// The setting.
+    pub setting: String,
+    /// Value before.
+    pub before: Option<String>,
+    /// Value after.
+    pub after: Option<String>,
+    /// `applied`, `unchanged`, `skipped`, `failed`, `reverted`, `revert failed`.
+    pub status: String,
+    /// Why, or what else to know.
+    pub note: String,
+}
 
 /// The newest schema version this binary knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -522,6 +561,39 @@ impl Store {
             params![run_id, at, kind, message],
         )?;
         Ok(())
+    }
+
+    /// Records what a configuration changed (or undid) on a host.
+    pub fn add_setting_changes(&mut self, run_id: i64, rows: &[SettingChangeRow]) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        for r in rows {
+            tx.execute(
+                "INSERT INTO setting_change (run_id, config_idx, host, phase, setting, before, after, status, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![run_id, r.config_idx as i64, r.host, r.phase, r.setting, r.before, r.after, r.status, r.note],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// What a run's configurations changed, in the order recorded.
+    pub fn setting_changes(&self, run_id: i64) -> Result<Vec<SettingChangeRow>> {
+        let mut st = self.conn.prepare(
+            "SELECT config_idx, host, phase, setting, before, after, status, note FROM setting_change WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = st.query_map([run_id], |r| {
+            Ok(SettingChangeRow {
+                config_idx: r.get::<_, i64>(0)? as usize,
+                host: r.get(1)?,
+                phase: r.get(2)?,
+                setting: r.get(3)?,
+                before: r.get(4)?,
+                after: r.get(5)?,
+                status: r.get(6)?,
+                note: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// A run's events, oldest first: (at, kind, message).

@@ -1,0 +1,284 @@
+//! Applying and reverting configurations' environments during a run: one
+//! environment agent per host holds the configuration (its profile's
+//! settings, the wake-up latency hold, the shield, the background load)
+//! from the configuration's first point to its last, journaled on the
+//! host so that a crash is undone by `benchlab restore`.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use benchlab_agent::{AgentHandle, Request, Response};
+use benchlab_core::placement::Placement;
+use benchlab_core::study::{Study, Transport};
+use benchlab_env::profile::Profile;
+use benchlab_env::{ChangeReport, ChangeStatus, LoadUsage, SessionSpec};
+use benchlab_store::{SettingChangeRow, Store};
+
+use crate::hosts::Pool;
+
+/// How long applying or reverting may take on a host.
+const ENV_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The environment of the configuration now applied.
+#[derive(Default)]
+pub(crate) struct EnvControl {
+    current: Option<usize>,
+    /// Environment agents in the order they applied (reverted in reverse).
+    sessions: Vec<(String, AgentHandle, bool)>,
+    /// Why the current configuration could not be applied.
+    pub(crate) failed: Option<String>,
+    /// Effective placements of the current configuration.
+    pub(crate) server: Placement,
+    pub(crate) client: Placement,
+}
+
+fn rows(config: usize, host: &str, phase: &str, changes: &[ChangeReport]) -> Vec<SettingChangeRow> {
+    changes
+        .iter()
+        .map(|c| SettingChangeRow {
+            config_idx: config,
+            host: host.into(),
+            phase: phase.into(),
+            setting: c.setting.clone(),
+            before: c.before.clone(),
+            after: c.after.clone(),
+            status: c.status.name().into(),
+            note: c.note.clone(),
+        })
+        .collect()
+}
+
+/// The profile a configuration names, read and parsed (profiles are found
+/// by name among the shipped ones, else as a path next to the study).
+pub(crate) fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String, String, Profile)> {
+    let base = std::path::Path::new(&study.file).parent();
+    let (n, text) = Profile::locate(name, base)?;
+    let p = Profile::parse(&n, &text)?;
+    Ok((n, text, p))
+}
+
+impl EnvControl {
+    /// Makes configuration `idx` the applied one (reverting the previous).
+    pub(crate) fn switch(
+        &mut self,
+        idx: usize,
+        study: &Study,
+        pool: &mut Pool,
+        store: &mut Store,
+        run_id: i64,
+        interrupt: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        if self.current == Some(idx) {
+            return Ok(());
+        }
+        self.revert(pool, store, run_id, interrupt)?;
+        self.current = Some(idx);
+        self.failed = None;
+        let config = &study.configurations[idx];
+        self.server = config.server.clone();
+        self.client = config.client.clone();
+        let profile = match &config.env.profile {
+            Some(name) => match load_profile(study, name) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    self.failed = Some(format!("configuration `{}`: {e:#}", config.name));
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
+        if let Some((_, _, p)) = &profile {
+            // The study's own placement keys win over the profile's.
+            if let Err(e) = p
+                .server
+                .fill(&mut self.server)
+                .and_then(|()| p.client.fill(&mut self.client))
+            {
+                self.failed = Some(format!("profile placement: {e}"));
+                return Ok(());
+            }
+        }
+        pool.set_launchers(&self.server.launcher, &self.client.launcher);
+        if config.env.is_empty() {
+            return Ok(());
+        }
+        // A shield and a load are per machine: applied once per kernel
+        // (hosts that are namespaces of one machine share them). Profiles
+        // apply per host (net.* sysctls are per network namespace).
+        let mut machines_done: Vec<String> = Vec::new();
+        let mut shield_tasks = None;
+        for (host, boot_id) in pool.boot_ids.clone() {
+            let first_on_machine = !machines_done.contains(&boot_id);
+            machines_done.push(boot_id);
+            let netns = match &pool.host(&host).transport {
+                Transport::Netns(n) => Some(n.clone()),
+                _ => None,
+            };
+            let spec = SessionSpec {
+                host: host.clone(),
+                netns,
+                profile: profile.as_ref().map(|(n, t, _)| (n.clone(), t.clone())),
+                shield: config.env.shield.clone().filter(|_| first_on_machine),
+                load: config.env.load.clone().filter(|_| first_on_machine),
+            };
+            if spec.profile.is_none() && spec.shield.is_none() && spec.load.is_none() {
+                continue;
+            }
+            let has_load = spec.load.is_some();
+            let mut agent = match pool.spawn_env(&host) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.failed = Some(format!("host {host}: {e}"));
+                    break;
+                }
+            };
+            match agent.request(&Request::EnvApply { spec }, ENV_TIMEOUT, interrupt) {
+                Ok(Response::EnvApplied {
+                    changes,
+                    shield_tasks: tasks,
+                }) => {
+                    store.add_setting_changes(run_id, &rows(idx, &host, "apply", &changes))?;
+                    let skipped = changes
+                        .iter()
+                        .filter(|c| c.status == ChangeStatus::Skipped)
+                        .count();
+                    let failed = changes
+                        .iter()
+                        .filter(|c| c.status == ChangeStatus::Failed)
+                        .count();
+                    eprintln!(
+                        "benchlab: configuration `{}` on {host}: {} setting(s) applied, {skipped} skipped, {failed} failed",
+                        config.name,
+                        changes.iter().filter(|c| c.status == ChangeStatus::Applied).count()
+                    );
+                    if tasks.is_some() {
+                        shield_tasks = tasks;
+                    }
+                    self.sessions.push((host, agent, has_load));
+                }
+                Ok(Response::Error { message, .. }) => {
+                    self.failed = Some(format!("host {host}: {message}"));
+                    agent.shutdown();
+                    break;
+                }
+                Ok(other) => {
+                    self.failed = Some(format!("host {host}: unexpected answer {other:?}"));
+                    agent.kill_now();
+                    break;
+                }
+                Err(e) => {
+                    self.failed = Some(format!("host {host}: {e}"));
+                    agent.kill_now();
+                    break;
+                }
+            }
+        }
+        if self.failed.is_some() {
+            // Nothing half-applied stays: what did apply is reverted now.
+            self.revert_sessions(store, run_id, interrupt)?;
+            return Ok(());
+        }
+        if let Some(t) = shield_tasks {
+            self.server.cgroup_tasks = Some(t.clone());
+            self.client.cgroup_tasks = Some(t);
+        }
+        Ok(())
+    }
+
+    /// A point starts: restart the background loads.
+    pub(crate) fn point_start(&mut self, interrupt: &AtomicBool) -> Result<(), String> {
+        for (host, agent, has_load) in &mut self.sessions {
+            if !*has_load {
+                continue;
+            }
+            match agent.request(&Request::EnvPoint { start: true }, ENV_TIMEOUT, interrupt) {
+                Ok(Response::EnvPointDone { .. }) => {}
+                Ok(Response::Error { message, .. }) => {
+                    return Err(format!("background load on {host}: {message}"))
+                }
+                Ok(other) => return Err(format!("background load on {host}: {other:?}")),
+                Err(e) => return Err(format!("background load on {host}: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// A point ended: stop the loads; their CPU use, summed over hosts.
+    pub(crate) fn point_end(&mut self, interrupt: &AtomicBool) -> Option<LoadUsage> {
+        let mut total: Option<LoadUsage> = None;
+        for (_, agent, has_load) in &mut self.sessions {
+            if !*has_load {
+                continue;
+            }
+            if let Ok(Response::EnvPointDone { load: Some(u) }) =
+                agent.request(&Request::EnvPoint { start: false }, ENV_TIMEOUT, interrupt)
+            {
+                total = Some(match total {
+                    None => u,
+                    Some(t) => LoadUsage {
+                        workers: t.workers + u.workers,
+                        cpu_s: t.cpu_s + u.cpu_s,
+                        elapsed_s: t.elapsed_s.max(u.elapsed_s),
+                        util_pct: t.util_pct + u.util_pct,
+                    },
+                });
+            }
+        }
+        total
+    }
+
+    /// Reverts the applied configuration, if any.
+    pub(crate) fn revert(
+        &mut self,
+        pool: &mut Pool,
+        store: &mut Store,
+        run_id: i64,
+        interrupt: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        self.revert_sessions(store, run_id, interrupt)?;
+        self.current = None;
+        pool.set_launchers(&[], &[]);
+        Ok(())
+    }
+
+    fn revert_sessions(
+        &mut self,
+        store: &mut Store,
+        run_id: i64,
+        interrupt: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        let idx = self.current.unwrap_or(0);
+        // A revert must happen even after Ctrl-C: a flag that never fires.
+        let _ = interrupt;
+        let never = AtomicBool::new(false);
+        while let Some((host, mut agent, _)) = self.sessions.pop() {
+            match agent.request(&Request::EnvRevert, ENV_TIMEOUT, &never) {
+                Ok(Response::EnvReverted { changes }) => {
+                    let failed: Vec<&ChangeReport> = changes
+                        .iter()
+                        .filter(|c| c.status == ChangeStatus::RevertFailed)
+                        .collect();
+                    for f in &failed {
+                        eprintln!("benchlab: {host}: could not revert {}: {}", f.setting, f.note);
+                    }
+                    store.add_setting_changes(run_id, &rows(idx, &host, "revert", &changes))?;
+                }
+                other => eprintln!(
+                    "benchlab: {host}: revert did not answer ({other:?}); run `benchlab restore` to put its settings back"
+                ),
+            }
+            agent.shutdown();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EnvControl {
+    /// Whatever way the run ends (an error included), the environment
+    /// agents are told to shut down, which reverts what they hold.
+    fn drop(&mut self) {
+        while let Some((_, agent, _)) = self.sessions.pop() {
+            agent.shutdown();
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Reading and writing the kernel's settings files, and undoing journal
+//! entries. Every undo is idempotent: it puts a value back, whatever is
+//! there now.
+
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::Command;
+
+use crate::journal::{Change, Entry};
+
+/// Reads a settings file. Files that show a choice as `a [b] c` (I/O
+/// scheduler, transparent hugepages) give the bracketed word; other files
+/// give their trimmed content with runs of whitespace as one space
+/// (tcp_rmem reads back with tabs).
+pub fn read_value(path: &str) -> Result<String, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    Ok(normalize(&text))
+}
+
+/// The comparable form of a settings value.
+pub fn normalize(text: &str) -> String {
+    if let (Some(a), Some(b)) = (text.find('['), text.find(']')) {
+        if a < b {
+            return text[a + 1..b].trim().to_string();
+        }
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Writes a settings file.
+pub fn write_value(path: &str, value: &str) -> Result<(), String> {
+    fs::write(path, value).map_err(|e| format!("cannot write `{value}` to {path}: {e}"))
+}
+
+/// `/proc/sys` path of a sysctl name (`net.core.rmem_max`).
+pub fn sysctl_path(name: &str) -> String {
+    format!("/proc/sys/{}", name.replace('.', "/"))
+}
+
+/// Runs `f` on a thread that has entered the network namespace of `netns`
+/// (`/run/netns/NAME`), or the initial one (`/proc/1/ns/net`) when `None`
+/// — `/proc/sys/net` shows the namespace of the thread that opens it.
+pub fn in_netns<T: Send + 'static>(
+    netns: Option<&str>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let ns_path = match netns {
+        Some(n) => format!("/run/netns/{n}"),
+        None => "/proc/1/ns/net".to_string(),
+    };
+    let ns = fs::File::open(&ns_path)
+        .map_err(|e| format!("network namespace {ns_path} is gone ({e})"))?;
+    std::thread::spawn(move || {
+        // SAFETY: setns on this (short-lived) thread only, with a valid fd.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(format!(
+                "cannot enter network namespace {ns_path}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| "network-namespace thread panicked".to_string())?
+}
+
+/// Runs a command, returning its trimmed standard output, or why it failed.
+pub fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "`{cmd} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Whether a command is on the PATH.
+pub fn have_command(cmd: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| {
+            let f = d.join(cmd);
+            f.is_file()
+        })
+    })
+}
+
+/// Whether systemd runs this host (its own test: sd_booted()).
+pub fn systemd_running() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of
+/// /proc/PID/stat), `None` when it is gone.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields
+    // after it start behind the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Process group of a process, `None` when it is gone.
+pub fn pgrp(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Every process id now in /proc.
+pub fn all_pids() -> Vec<i32> {
+    fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Kills a process group benchlab started, if it is still that group.
+pub fn kill_group(pgid: i32, start: u64) -> Result<(), String> {
+    let members: Vec<i32> = all_pids()
+        .into_iter()
+        .filter(|&p| pgrp(p) == Some(pgid))
+        .collect();
+    if members.is_empty() {
+        return Ok(());
+    }
+    // While any member has the group id, the leader's pid cannot be
+    // reused; if the leader is alive it must be the one we started.
+    if let Some(t) = start_ticks(pgid) {
+        if t != start && pgrp(pgid) == Some(pgid) {
+            return Ok(());
+        }
+    }
+    // SAFETY: plain kill(2) on a process group.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    Ok(())
+}
+
+/// Moves tasks (thread ids) listed in `from` (a cgroup `tasks` file) to
+/// `to`, one write each (the kernel takes one id per write). Returns the
+/// ids that could not be moved, with why.
+pub fn move_tasks(from: &str, to: &str) -> (Vec<i32>, Vec<(i32, String)>) {
+    let list = fs::read_to_string(from).unwrap_or_default();
+    let mut moved = Vec::new();
+    let mut stuck = Vec::new();
+    for tid in list
+        .split_whitespace()
+        .filter_map(|t| t.parse::<i32>().ok())
+    {
+        match fs::write(to, tid.to_string()) {
+            Ok(()) => moved.push(tid),
+            // A task that exited meanwhile is not stuck.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => stuck.push((tid, e.to_string())),
+        }
+    }
+    (moved, stuck)
+}
+
+/// Undoes one journal entry. `Ok(note)` when done (note says what was
+/// done), `Err` when it could not be.
+pub fn undo(entry: &Entry) -> Result<String, String> {
+    match &entry.change {
+        Change::File { path, before } => {
+            let (path, before) = (path.clone(), before.clone());
+            if path.starts_with("/proc/sys/net/") {
+                let p2 = path.clone();
+                in_netns(entry.netns.as_deref(), move || write_value(&p2, &before))??;
+            } else {
+                if !Path::new(&path).exists() {
+                    return Ok(format!("{path} no longer exists"));
+                }
+                write_value(&path, &before)?;
+            }
+            Ok("restored".into())
+        }
+        Change::Service { name } => {
+            run("systemctl", &["start", name])?;
+            Ok(format!("started {name} again"))
+        }
+        Change::Tuned { before } => {
+            match before {
+                Some(p) => run("tuned-adm", &["profile", p])?,
+                None => run("tuned-adm", &["off"])?,
+            };
+            Ok("tuned profile restored".into())
+        }
+        Change::Remount {
+            target,
+            restore_options,
+        } => {
+            run(
+                "mount",
+                &["-o", &format!("remount,{restore_options}"), target],
+            )?;
+            Ok(format!("remounted {target} with {restore_options}"))
+        }
+        Change::CgroupDir { path, parent_tasks } => {
+            if !Path::new(path).exists() {
+                return Ok("already removed".into());
+            }
+            let tasks = format!("{path}/tasks");
+            // A few rounds: a task may fork while we move its siblings.
+            for _ in 0..5 {
+                let (_, stuck) = move_tasks(&tasks, parent_tasks);
+                let left = fs::read_to_string(&tasks).unwrap_or_default();
+                if left.trim().is_empty() {
+                    break;
+                }
+                if !stuck.is_empty() {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            fs::remove_dir(path).map_err(|e| format!("cannot remove cgroup {path}: {e}"))?;
+            Ok("removed".into())
+        }
+        Change::TasksMoved { back_to, tids } => {
+            let mut failed = 0;
+            for tid in tids {
+                match fs::write(back_to, tid.to_string()) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(_) => failed += 1,
+                }
+            }
+            if failed > 0 {
+                Err(format!(
+                    "{failed} task(s) could not be moved back to {back_to}"
+                ))
+            } else {
+                Ok(format!("{} task(s) moved back", tids.len()))
+            }
+        }
+        Change::ScratchDir { path } => match fs::remove_dir_all(path) {
+            Ok(()) => Ok("removed".into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok("already removed".into()),
+            Err(e) => Err(format!("cannot remove {path}: {e}")),
+        },
+        Change::ProcessGroup { pgid, start_ticks } => {
+            kill_group(*pgid, *start_ticks)?;
+            Ok(format!("process group {pgid} stopped"))
+        }
+    }
+}
