@@ -246,7 +246,11 @@ fn placement() -> impl Strategy<Value = Placement> {
         proptest::option::of(vec(0usize..4096, 0..8)),
         proptest::option::of(any::<i32>()),
     )
-        .prop_map(|(cpus, nice)| Placement { cpus, nice })
+        .prop_map(|(cpus, nice)| Placement {
+            cpus,
+            nice,
+            ..Default::default()
+        })
 }
 
 fn socket_addr() -> impl Strategy<Value = SocketAddr> {

@@ -364,16 +364,15 @@ pub fn setup(
     irqs.sort();
     for n in irqs {
         let path = format!("/proc/irq/{n}/smp_affinity_list");
-        let Ok(cur) = sys::read_value(&path) else {
+        let Ok(before) = sys::read_value(&path) else {
             continue;
         };
-        let Ok(cur) = parse_cpu_list(&cur) else {
+        let Ok(cur) = parse_cpu_list(&before) else {
             continue;
         };
         if !cur.iter().any(|c| cpus.contains(c)) {
             continue;
         }
-        let before = cpu_text(&cur);
         journal.record(
             &format!("IRQ {n} affinity"),
             Change::File {

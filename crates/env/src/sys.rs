@@ -174,17 +174,26 @@ pub fn move_tasks(from: &str, to: &str) -> (Vec<i32>, Vec<(i32, String)>) {
 pub fn undo(entry: &Entry) -> Result<String, String> {
     match &entry.change {
         Change::File { path, before } => {
-            let (path, before) = (path.clone(), before.clone());
+            let (file, before) = (path.clone(), before.clone());
+            let path = file.clone();
+            // Already as it was (a change that never happened, or a file
+            // that refuses writes of any value, like a managed IRQ's
+            // affinity): nothing to write.
+            let put_back = move || -> Result<String, String> {
+                if read_value(&file).is_ok_and(|v| v == normalize(&before)) {
+                    return Ok("already as it was".into());
+                }
+                write_value(&file, &before)?;
+                Ok("restored".into())
+            };
             if path.starts_with("/proc/sys/net/") {
-                let p2 = path.clone();
-                in_netns(entry.netns.as_deref(), move || write_value(&p2, &before))??;
+                in_netns(entry.netns.as_deref(), put_back)?
             } else {
                 if !Path::new(&path).exists() {
                     return Ok(format!("{path} no longer exists"));
                 }
-                write_value(&path, &before)?;
+                put_back()
             }
-            Ok("restored".into())
         }
         Change::Service { name } => {
             run("systemctl", &["start", name])?;
@@ -223,12 +232,38 @@ pub fn undo(entry: &Entry) -> Result<String, String> {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }
-            fs::remove_dir(path).map_err(|e| format!("cannot remove cgroup {path}: {e}"))?;
-            Ok("removed".into())
+            // Killed processes stay members until they are reaped (by
+            // their new parent): give that a moment.
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match fs::remove_dir(path) {
+                    Ok(()) => return Ok("removed".into()),
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY)
+                            && std::time::Instant::now() < until =>
+                    {
+                        move_tasks(&tasks, parent_tasks);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    Err(e) => {
+                        let left = fs::read_to_string(&tasks).unwrap_or_default();
+                        return Err(format!(
+                            "cannot remove cgroup {path}: {e} (tasks still in it: {})",
+                            left.split_whitespace().collect::<Vec<_>>().join(" ")
+                        ));
+                    }
+                }
+            }
         }
         Change::TasksMoved { back_to, tids } => {
             let mut failed = 0;
             for tid in tids {
+                // Only tasks still in one of benchlab's cpusets go back
+                // (per-CPU kernel threads never left, and refuse a move).
+                let now = fs::read_to_string(format!("/proc/{tid}/cpuset")).unwrap_or_default();
+                if !now.trim().starts_with("/benchlab-") {
+                    continue;
+                }
                 match fs::write(back_to, tid.to_string()) {
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
