@@ -627,9 +627,9 @@ sleep_s = 2
     for m in metrics {
         let v: serde_json::Value = serde_json::from_str(&m).unwrap();
         let pct = v["background_load_cpu_pct"].as_f64().unwrap();
-        // Two workers pinned to one CPU use at most one CPU's worth (less
-        // when the machine is shared); well above nothing either way.
-        assert!(pct > 25.0 && pct < 110.0, "load used {pct}% of a CPU");
+        // Two workers pinned to one CPU use at most that CPU (how much of
+        // it depends on what else shares the machine, so only "some").
+        assert!(pct > 1.0 && pct < 105.0, "load used {pct}% of a CPU");
     }
 }
 
@@ -724,4 +724,55 @@ fn unsupported_is_skipped_required_fails_before_any_change() {
         .unwrap();
     assert_eq!(applied, 0);
     assert_eq!(snapshot(), before);
+}
+
+/// Issue 4: a launcher prefix wraps each side's agent (seed 002's
+/// `onload --profile=latency`), here a script that logs what it starts.
+#[test]
+fn launcher_prefix_wraps_the_sides_agents() {
+    let sc = Scratch::new();
+    let log = sc.path("launched.log");
+    let script = sc.path("launch.sh");
+    std::fs::write(
+        &script,
+        format!(
+            // Like onload: its own --options, then the command it wraps.
+            "#!/bin/sh\necho \"$0 $*\" >> '{}'\nwhile [ \"${{1#--}}\" != \"$1\" ]; do shift; done\nexec \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = sc.study(
+        "s.toml",
+        &format!(
+            r#"
+[study]
+name = "launcher-test"
+[defaults]
+repetitions = 1
+[[configuration]]
+name = "plain"
+[[configuration]]
+name = "launched"
+client = {{ launcher = ["{}", "--profile=latency"] }}
+[[workload]]
+kind = "fake"
+"#,
+            script.display()
+        ),
+    );
+    sc.run_ok(&["run", path.to_str().unwrap()]);
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = logged.lines().collect();
+    // Exactly the client agent of the `launched` configuration.
+    assert_eq!(lines.len(), 1, "{logged}");
+    assert!(
+        lines[0].contains("--profile=latency") && lines[0].ends_with("agent --stdio"),
+        "{logged}"
+    );
+    assert!(
+        lines[0].contains(env!("CARGO_BIN_EXE_benchlab")),
+        "{logged}"
+    );
 }
