@@ -30,6 +30,7 @@ pub(crate) struct EnvControl {
     /// Effective placements of the current configuration.
     pub(crate) server: Placement,
     pub(crate) client: Placement,
+    config_name: String,
 }
 
 fn rows(config: usize, host: &str, phase: &str, changes: &[ChangeReport]) -> Vec<SettingChangeRow> {
@@ -75,6 +76,7 @@ impl EnvControl {
         self.current = Some(idx);
         self.failed = None;
         let config = &study.configurations[idx];
+        self.config_name = config.name.clone();
         self.server = config.server.clone();
         self.client = config.client.clone();
         let profile = match &config.env.profile {
@@ -114,63 +116,40 @@ impl EnvControl {
                 Transport::Netns(n) => Some(n.clone()),
                 _ => None,
             };
-            let spec = SessionSpec {
+            let machine_wide =
+                first_on_machine && (config.env.shield.is_some() || config.env.load.is_some());
+            let mut specs = vec![SessionSpec {
                 host: host.clone(),
-                netns,
+                netns: netns.clone(),
                 profile: profile.as_ref().map(|(n, t, _)| (n.clone(), t.clone())),
                 shield: config.env.shield.clone().filter(|_| first_on_machine),
                 load: config.env.load.clone().filter(|_| first_on_machine),
-            };
-            if spec.profile.is_none() && spec.shield.is_none() && spec.load.is_none() {
-                continue;
+            }];
+            if machine_wide && netns.is_some() {
+                // The shield and the load go to an agent of the machine
+                // itself (see `Pool::spawn_env_machine`).
+                let (shield, load) = (specs[0].shield.take(), specs[0].load.take());
+                specs.push(SessionSpec {
+                    host: format!("{host} (machine)"),
+                    netns: None,
+                    profile: None,
+                    shield,
+                    load,
+                });
             }
-            let has_load = spec.load.is_some();
-            let mut agent = match pool.spawn_env(&host) {
-                Ok(a) => a,
-                Err(e) => {
-                    self.failed = Some(format!("host {host}: {e}"));
+            for spec in specs {
+                if spec.profile.is_none() && spec.shield.is_none() && spec.load.is_none() {
+                    continue;
+                }
+                if let Err(e) =
+                    self.apply_one(spec, idx, pool, store, run_id, interrupt, &mut shield_tasks)
+                {
+                    self.failed = Some(e);
                     break;
                 }
-            };
-            match agent.request(&Request::EnvApply { spec }, ENV_TIMEOUT, interrupt) {
-                Ok(Response::EnvApplied {
-                    changes,
-                    shield_tasks: tasks,
-                }) => {
-                    store.add_setting_changes(run_id, &rows(idx, &host, "apply", &changes))?;
-                    let skipped = changes
-                        .iter()
-                        .filter(|c| c.status == ChangeStatus::Skipped)
-                        .count();
-                    let failed = changes
-                        .iter()
-                        .filter(|c| c.status == ChangeStatus::Failed)
-                        .count();
-                    eprintln!(
-                        "benchlab: configuration `{}` on {host}: {} setting(s) applied, {skipped} skipped, {failed} failed",
-                        config.name,
-                        changes.iter().filter(|c| c.status == ChangeStatus::Applied).count()
-                    );
-                    if tasks.is_some() {
-                        shield_tasks = tasks;
-                    }
-                    self.sessions.push((host, agent, has_load));
-                }
-                Ok(Response::Error { message, .. }) => {
-                    self.failed = Some(format!("host {host}: {message}"));
-                    agent.shutdown();
-                    break;
-                }
-                Ok(other) => {
-                    self.failed = Some(format!("host {host}: unexpected answer {other:?}"));
-                    agent.kill_now();
-                    break;
-                }
-                Err(e) => {
-                    self.failed = Some(format!("host {host}: {e}"));
-                    agent.kill_now();
-                    break;
-                }
+            }
+            if self.failed.is_some() {
+                break;
             }
         }
         if self.failed.is_some() {
@@ -183,6 +162,63 @@ impl EnvControl {
             self.client.cgroup_tasks = Some(t);
         }
         Ok(())
+    }
+
+    /// Applies one host's part; `Err(reason)` when it could not be.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_one(
+        &mut self,
+        spec: SessionSpec,
+        idx: usize,
+        pool: &mut Pool,
+        store: &mut Store,
+        run_id: i64,
+        interrupt: &AtomicBool,
+        shield_tasks: &mut Option<String>,
+    ) -> Result<(), String> {
+        let host = spec.host.clone();
+        let name = self.config_name.clone();
+        let has_load = spec.load.is_some();
+        let spawned = if spec.netns.is_none() && host.ends_with(" (machine)") {
+            pool.spawn_env_machine(host.trim_end_matches(" (machine)"))
+        } else {
+            pool.spawn_env(&host)
+        };
+        let mut agent = spawned.map_err(|e| format!("host {host}: {e}"))?;
+        match agent.request(&Request::EnvApply { spec }, ENV_TIMEOUT, interrupt) {
+            Ok(Response::EnvApplied {
+                changes,
+                shield_tasks: tasks,
+            }) => {
+                store
+                    .add_setting_changes(run_id, &rows(idx, &host, "apply", &changes))
+                    .map_err(|e| format!("store: {e}"))?;
+                let count = |s: ChangeStatus| changes.iter().filter(|c| c.status == s).count();
+                eprintln!(
+                        "benchlab: configuration `{name}` on {host}: {} setting(s) applied, {} skipped, {} failed",
+                        count(ChangeStatus::Applied),
+                        count(ChangeStatus::Skipped),
+                        count(ChangeStatus::Failed)
+                    );
+                if tasks.is_some() {
+                    *shield_tasks = tasks;
+                }
+                self.sessions.push((host, agent, has_load));
+                Ok(())
+            }
+            Ok(Response::Error { message, .. }) => {
+                agent.shutdown();
+                Err(format!("host {host}: {message}"))
+            }
+            Ok(other) => {
+                agent.kill_now();
+                Err(format!("host {host}: unexpected answer {other:?}"))
+            }
+            Err(e) => {
+                agent.kill_now();
+                Err(format!("host {host}: {e}"))
+            }
+        }
     }
 
     /// A point starts: restart the background loads.

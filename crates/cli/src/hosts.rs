@@ -268,6 +268,21 @@ impl Pool {
         self.spawn_named(host, &format!("{host}/env"), &[])
     }
 
+    /// Starts an environment agent on this machine outside any network
+    /// namespace, for what belongs to the machine rather than to a
+    /// namespace host (a shield, a background load): `ip netns exec` gives
+    /// its agents a mount namespace without the machine's cgroup mounts.
+    pub(crate) fn spawn_env_machine(&self, host: &str) -> Result<AgentHandle, AgentError> {
+        let mut h = self.hosts[host].clone();
+        h.transport = Transport::Local;
+        let name = format!("{host}/machine-env");
+        let cmd = agent_command(&h, &[]).map_err(|e| AgentError::Spawn {
+            name: name.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        AgentHandle::spawn(cmd, &name)
+    }
+
     fn spawn_named(
         &self,
         host: &str,

@@ -38,26 +38,44 @@ pub enum Cpusets {
     V2(String),
 }
 
-/// Finds the host's cpuset interface.
+/// Finds the host's cpuset interface: in this process's mounts, else in
+/// those of PID 1 through `/proc/1/root` — an agent started with `ip
+/// netns exec` has a mount namespace of its own whose fresh /sys shows no
+/// cgroup file systems, yet the machine's cpusets are the ones to shield.
 pub fn detect() -> Result<Cpusets, String> {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for (mounts, prefix) in [
+        ("/proc/self/mounts", ""),
+        ("/proc/1/mounts", "/proc/1/root"),
+    ] {
+        if let Some(found) = detect_in(mounts, prefix) {
+            return Ok(found);
+        }
+    }
+    Err("this host has no cpuset controller (neither a cgroup v1 cpuset hierarchy nor cpuset in cgroup v2)".into())
+}
+
+fn detect_in(mounts_file: &str, prefix: &str) -> Option<Cpusets> {
+    let mounts = fs::read_to_string(mounts_file).ok()?;
     for l in mounts.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
         if f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuset") {
-            return Ok(Cpusets::V1(f[1].to_string()));
+            let dir = format!("{prefix}{}", f[1]);
+            if Path::new(&format!("{dir}/tasks")).exists() {
+                return Some(Cpusets::V1(dir));
+            }
         }
     }
     for l in mounts.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
         if f.len() > 2 && f[2] == "cgroup2" {
-            let ctl =
-                fs::read_to_string(format!("{}/cgroup.controllers", f[1])).unwrap_or_default();
+            let dir = format!("{prefix}{}", f[1]);
+            let ctl = fs::read_to_string(format!("{dir}/cgroup.controllers")).unwrap_or_default();
             if ctl.split_whitespace().any(|c| c == "cpuset") {
-                return Ok(Cpusets::V2(f[1].to_string()));
+                return Some(Cpusets::V2(dir));
             }
         }
     }
-    Err("this host has no cpuset controller (neither a cgroup v1 cpuset hierarchy nor cpuset in cgroup v2)".into())
+    None
 }
 
 fn cpu_text(cpus: &[usize]) -> String {
