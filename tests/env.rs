@@ -776,3 +776,79 @@ kind = "fake"
         "{logged}"
     );
 }
+
+/// A profile's remount (seed 001's `mount -o remount,barrier=0 /test`) is
+/// in force during the configuration and undone afterwards.
+#[test]
+fn remount_options_are_applied_and_undone() {
+    need_env!();
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let have = |c: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !have("mkfs.ext4") {
+        eprintln!("skipped: needs mkfs.ext4 (e2fsprogs)");
+        return;
+    }
+    let sc = Scratch::new();
+    let state = sc.path("state").display().to_string();
+    let img = sc.path("fs.img");
+    let mnt = sc.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("mkfs.ext4").arg("-q").arg(&img));
+    ok(Command::new("mount")
+        .arg("-o")
+        .arg("loop")
+        .arg(&img)
+        .arg(&mnt));
+    let opts = || -> String {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .find(|l| l.split_whitespace().nth(4) == Some(mnt.to_str().unwrap()))
+            .unwrap_or("")
+            .to_string()
+    };
+    let before = opts();
+    let profile = sc.path("p.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            "[[remount]]\ntarget = \"{}\"\noptions = \"barrier=0\"\n",
+            mnt.display()
+        ),
+    )
+    .unwrap();
+    let path = sc.study("s.toml", &study(&profile.display().to_string(), "", 2.0, 1));
+    let mut run = sc
+        .benchlab()
+        .args(["run", path.to_str().unwrap()])
+        .env("BENCHLAB_STATE_DIR", &state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !opts().contains("nobarrier") {
+        assert!(
+            Instant::now() < until,
+            "the remount never happened: {}",
+            opts()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = run.wait().unwrap();
+    let after = opts();
+    ok(Command::new("umount").arg("-d").arg(&mnt));
+    assert!(status.success());
+    assert_eq!(after, before);
+}

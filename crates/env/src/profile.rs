@@ -609,14 +609,13 @@ pub fn mount_options(target: &str) -> Option<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let target = target.trim_end_matches('/');
     let target = if target.is_empty() { "/" } else { target };
-    info.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let sep = f.iter().position(|x| *x == "-")?;
-            let sup = f.get(sep + 3)?;
-            (f.get(4)? == &target).then(|| format!("{},{}", f[5], sup))
-        })
-        .last()
+    // The last mount on a mount point is the visible one.
+    info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let sep = f.iter().position(|x| *x == "-")?;
+        let sup = f.get(sep + 3)?;
+        (f.get(4)? == &target).then(|| format!("{},{}", f[5], sup))
+    })
 }
 
 /// A tiny glob: `*` any run, `?` any one character.
