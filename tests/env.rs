@@ -852,3 +852,63 @@ fn remount_options_are_applied_and_undone() {
     assert!(status.success());
     assert_eq!(after, before);
 }
+
+/// A broken profile reference names the study file, the key and what is
+/// allowed, before anything runs (no root needed).
+#[test]
+fn broken_profile_references_are_refused_with_file_and_key() {
+    let sc = Scratch::new();
+    let cases = [
+        (
+            "profile = \"no-such-profile\"",
+            "key `configuration[0].profile`",
+            "shipped: \"throughput-performance\"",
+        ),
+        (
+            "profile = { nosuch = \"latency-performance\" }",
+            "key `configuration[0].profile.nosuch`",
+            "allowed: \"fake\", or \"default\"",
+        ),
+        (
+            "profile = 3",
+            "key `configuration[0].profile`",
+            "allowed: a profile name or file",
+        ),
+        (
+            "shield = \"1-x\"",
+            "key `configuration[0].shield`",
+            "is not a CPU list",
+        ),
+        (
+            "server = { priority = 5 }",
+            "key `configuration[0].server.priority`",
+            "sched = \"fifo\" or \"rr\"",
+        ),
+    ];
+    for (line, key, allowed) in cases {
+        let path = sc.study(
+            "bad.toml",
+            &format!("[study]\nname = \"bad\"\n[[configuration]]\nname = \"x\"\n{line}\n[[workload]]\nkind = \"fake\"\n"),
+        );
+        let out = sc.run(&["check", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{line}");
+        assert!(
+            err.contains("bad.toml") && err.contains(key) && err.contains(allowed),
+            "{line}: {err}"
+        );
+    }
+    // A broken profile file names the profile file and its key.
+    let prof = sc.path("p.toml");
+    std::fs::write(&prof, "[cpu]\ngovernour = \"performance\"\n").unwrap();
+    let path = sc.study(
+        "bad.toml",
+        &format!("[study]\nname = \"bad\"\n[[configuration]]\nname = \"x\"\nprofile = \"{}\"\n[[workload]]\nkind = \"fake\"\n", prof.display()),
+    );
+    let out = sc.run(&["check", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("p.toml") && err.contains("governour") && err.contains("governor"),
+        "{err}"
+    );
+}

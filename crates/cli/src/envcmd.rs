@@ -18,10 +18,26 @@ use crate::ProfileAction;
 /// Stage two of study validation for configurations: each `profile` names
 /// a shipped profile or a readable, valid profile file.
 pub(crate) fn check_profiles(study: &Study) -> Result<()> {
+    let names: Vec<&str> = study.workloads.iter().map(|w| w.name.as_str()).collect();
     for (i, c) in study.configurations.iter().enumerate() {
+        let mut all: Vec<(String, &String)> = Vec::new();
         if let Some(name) = &c.env.profile {
+            all.push((format!("configuration[{i}].profile"), name));
+        }
+        for (w, name) in &c.env.profile_for {
+            let key = format!("configuration[{i}].profile.{w}");
+            if !names.contains(&w.as_str()) {
+                bail!(
+                    "{}: key `{key}`: this study has no workload `{w}` (allowed: {}, or \"default\")",
+                    study.file,
+                    names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+                );
+            }
+            all.push((key, name));
+        }
+        for (key, name) in all {
             if let Err(e) = crate::envrun::load_profile(study, name) {
-                bail!("{}: key `configuration[{i}].profile`: {e:#}", study.file);
+                bail!("{}: key `{key}`: {e:#}", study.file);
             }
         }
     }

@@ -31,6 +31,8 @@ pub(crate) struct EnvControl {
     pub(crate) server: Placement,
     pub(crate) client: Placement,
     config_name: String,
+    /// The profile in force.
+    profile: Option<String>,
 }
 
 fn rows(config: usize, host: &str, phase: &str, changes: &[ChangeReport]) -> Vec<SettingChangeRow> {
@@ -63,23 +65,26 @@ impl EnvControl {
     pub(crate) fn switch(
         &mut self,
         idx: usize,
+        workload: &str,
         study: &Study,
         pool: &mut Pool,
         store: &mut Store,
         run_id: i64,
         interrupt: &AtomicBool,
     ) -> anyhow::Result<()> {
-        if self.current == Some(idx) {
+        let config = &study.configurations[idx];
+        let profile_name = config.env.profile_of(workload).map(str::to_string);
+        if self.current == Some(idx) && self.profile == profile_name {
             return Ok(());
         }
         self.revert(pool, store, run_id, interrupt)?;
         self.current = Some(idx);
+        self.profile = profile_name.clone();
         self.failed = None;
-        let config = &study.configurations[idx];
         self.config_name = config.name.clone();
         self.server = config.server.clone();
         self.client = config.client.clone();
-        let profile = match &config.env.profile {
+        let profile = match &profile_name {
             Some(name) => match load_profile(study, name) {
                 Ok(p) => Some(p),
                 Err(e) => {
@@ -273,6 +278,7 @@ impl EnvControl {
     ) -> anyhow::Result<()> {
         self.revert_sessions(store, run_id, interrupt)?;
         self.current = None;
+        self.profile = None;
         pool.set_launchers(&[], &[]);
         Ok(())
     }

@@ -237,7 +237,15 @@ fn execute(
                 params: point.params.clone(),
             },
         )?;
-        env.switch(point.config, study, &mut pool, store, run_id, interrupt)?;
+        env.switch(
+            point.config,
+            &entry.name,
+            study,
+            &mut pool,
+            store,
+            run_id,
+            interrupt,
+        )?;
         let started = now_rfc3339();
         let outcome = match &env.failed {
             Some(why) => Err(UnitError::Failed(format!(

@@ -11,6 +11,12 @@ pub struct EnvSpec {
     /// A profile name (shipped in `profiles/`) or a path to a profile file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// Profiles for some workloads only, by workload name (seed 000 tuned
+    /// with throughput-performance for its stream tests and with
+    /// latency-performance for its request/response tests); `profile`
+    /// applies to the others.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub profile_for: std::collections::BTreeMap<String, String>,
     /// CPUs to shield: other tasks and IRQs are moved off them, and the
     /// workload sides run in an exclusive cpuset on them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,7 +29,18 @@ pub struct EnvSpec {
 impl EnvSpec {
     /// Whether the configuration changes nothing in the environment.
     pub fn is_empty(&self) -> bool {
-        self.profile.is_none() && self.shield.is_none() && self.load.is_none()
+        self.profile.is_none()
+            && self.profile_for.is_empty()
+            && self.shield.is_none()
+            && self.load.is_none()
+    }
+
+    /// The profile that applies to a workload's points.
+    pub fn profile_of(&self, workload: &str) -> Option<&str> {
+        self.profile_for
+            .get(workload)
+            .or(self.profile.as_ref())
+            .map(String::as_str)
     }
 }
 

@@ -1361,25 +1361,38 @@ impl Ctx<'_> {
         let mut env = EnvSpec::default();
         if let Some(v) = t.get("profile") {
             let key = format!("{path}.profile");
-            let name = self.string(v, &key)?;
-            if name.trim().is_empty() {
-                return Err(self.err(v.span(), &key, "must name a profile or a profile file"));
+            let named = |v: &Val, key: &str| -> Result<String, StudyError> {
+                let name = self.string(v, key).map_err(|mut e| {
+                    e.message = format!(
+                        "{} (allowed: a profile name or file, or a table of them by workload name)",
+                        e.message
+                    );
+                    e
+                })?;
+                if name.trim().is_empty() {
+                    return Err(self.err(v.span(), key, "must name a profile or a profile file"));
+                }
+                Ok(name)
+            };
+            match v.get_ref() {
+                DeValue::Table(pt) => {
+                    for (k, pv) in pt.iter() {
+                        let name = named(pv, &format!("{key}.{}", k.get_ref()))?;
+                        if k.get_ref() == "default" {
+                            env.profile = Some(name);
+                        } else {
+                            env.profile_for.insert(k.get_ref().to_string(), name);
+                        }
+                    }
+                }
+                _ => env.profile = Some(named(v, &key)?),
             }
-            env.profile = Some(name);
         }
         if let Some(v) = t.get("shield") {
             let key = format!("{path}.shield");
+            // Checked against the host's CPUs when applied: the hosts of a
+            // study need not look like the machine that validates it.
             let cpus = self.cpu_list(v, &key)?;
-            let online = crate::placement::online_cpus();
-            if cpus.len() >= online && online > 0 {
-                return Err(self.err(
-                    v.span(),
-                    &key,
-                    format!(
-                        "shielding all {online} CPUs of this machine would leave no CPU for everything else (allowed: a CPU list smaller than the machine)"
-                    ),
-                ));
-            }
             env.shield = Some(cpus);
         }
         if let Some(v) = t.get("load") {
