@@ -912,3 +912,56 @@ fn broken_profile_references_are_refused_with_file_and_key() {
         "{err}"
     );
 }
+
+/// `benchlab profile apply` changes the host until `profile revert`.
+#[test]
+fn profile_apply_then_revert() {
+    need_env!();
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let sc = Scratch::new();
+    let state = sc.path("state").display().to_string();
+    let prof = sc.path("p.toml");
+    std::fs::write(
+        &prof,
+        "[sysctl]\n\"vm.dirty_ratio\" = 9\n[cpu]\ngovernor = \"performance\"\n",
+    )
+    .unwrap();
+    let before = snapshot();
+    let run = |args: &[&str]| {
+        let out = sc
+            .benchlab()
+            .args(args)
+            .env("BENCHLAB_STATE_DIR", &state)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let diff = run(&["profile", "diff", prof.to_str().unwrap()]);
+    assert!(diff.contains("differs   sysctl vm.dirty_ratio"), "{diff}");
+    let applied = run(&["profile", "apply", prof.to_str().unwrap()]);
+    assert!(
+        applied.contains("applied       sysctl vm.dirty_ratio"),
+        "{applied}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/dirty_ratio")
+            .unwrap()
+            .trim(),
+        "9"
+    );
+    let diff = run(&["profile", "diff", prof.to_str().unwrap()]);
+    assert!(
+        diff.contains("same      sysctl vm.dirty_ratio: 9"),
+        "{diff}"
+    );
+    let reverted = run(&["profile", "revert"]);
+    assert!(reverted.contains("reverted"), "{reverted}");
+    assert_eq!(snapshot(), before);
+    let again = run(&["profile", "revert"]);
+    assert!(again.contains("nothing to restore"), "{again}");
+}

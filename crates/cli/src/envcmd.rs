@@ -214,7 +214,12 @@ pub(crate) fn profile(action: ProfileAction) -> Result<i32> {
                 profile: Some((name.clone(), text)),
                 ..Default::default()
             };
-            let (session, changes) = Session::apply(&spec, &journal_dir())?;
+            let (session, mut changes) = Session::apply(&spec, &journal_dir())?;
+            for c in &mut changes {
+                if c.setting.starts_with("cpu_dma_latency") && c.status == ChangeStatus::Applied {
+                    c.note = "released when this command exits: only a run holds it".into();
+                }
+            }
             writeln!(
                 out,
                 "applied profile {name} (journal in {}):",
