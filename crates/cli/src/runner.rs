@@ -246,6 +246,11 @@ fn execute(
             run_id,
             interrupt,
         )?;
+        if interrupt.load(Ordering::Relaxed) {
+            // Ctrl-C while a configuration was being applied: not a
+            // failure of the point, which is simply not run.
+            break;
+        }
         let started = now_rfc3339();
         let outcome = match &env.failed {
             Some(why) => Err(UnitError::Failed(format!(

@@ -674,6 +674,27 @@ mod tests {
     }
 
     #[test]
+    fn side_defaults_fill_only_what_the_study_left_out() {
+        let p = Profile::parse(
+            "p",
+            "[server]\nsched = \"fifo\"\npriority = 3\ncpus = \"1\"\nmlockall = true\nnice = 5\n",
+        )
+        .unwrap();
+        let mut placement = Placement {
+            cpus: Some(vec![0]),
+            ..Default::default()
+        };
+        p.server.fill(&mut placement).unwrap();
+        assert_eq!(placement.cpus, Some(vec![0]));
+        assert_eq!(placement.sched, Some((SchedPolicy::Fifo, 3)));
+        assert_eq!(placement.nice, Some(5));
+        assert!(placement.mlockall);
+        let mut client = Placement::default();
+        p.client.fill(&mut client).unwrap();
+        assert_eq!(client, Placement::default());
+    }
+
+    #[test]
     fn unsupported_settings_resolve_to_skips() {
         let p = Profile::parse(
             "p",
