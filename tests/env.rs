@@ -57,6 +57,27 @@ macro_rules! need_env {
     };
 }
 
+/// `benchlab --db SCRATCH ARGS…` with its own state directory (journal).
+fn bl(sc: &Scratch, state: &str, args: &[&str]) -> Command {
+    let mut c = sc.benchlab();
+    c.args(args).env("BENCHLAB_STATE_DIR", state);
+    c
+}
+
+/// Starting a run in the background, its output discarded.
+trait SpawnQuiet {
+    fn spawn_quiet(&mut self) -> std::process::Child;
+}
+
+impl SpawnQuiet for Command {
+    fn spawn_quiet(&mut self) -> std::process::Child {
+        self.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start benchlab")
+    }
+}
+
 /// Everything a run may touch, as (what, value).
 fn snapshot() -> BTreeMap<String, String> {
     let mut s = BTreeMap::new();
@@ -223,12 +244,7 @@ sleep_s = {sleep_s}
 }
 
 fn restore(sc: &Scratch, state: &str) -> String {
-    let out = sc
-        .benchlab()
-        .arg("restore")
-        .env("BENCHLAB_STATE_DIR", state)
-        .output()
-        .unwrap();
+    let out = bl(sc, state, &["restore"]).output().unwrap();
     assert!(
         out.status.success(),
         "restore failed: {}{}",
@@ -262,15 +278,9 @@ fn sigkill_at_any_moment_then_restore_puts_everything_back() {
     // and the points that follow.
     for i in 0..20u64 {
         let at = Duration::from_millis(150 + i * 110);
-        let mut child = sc
-            .benchlab()
-            .args(["run", path.to_str().unwrap()])
-            .env("BENCHLAB_STATE_DIR", &state)
+        let mut child = bl(&sc, &state, &["run", path.to_str().unwrap()])
             .env("BENCHLAB_TEST_STEP_DELAY_MS", "40")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .spawn_quiet();
         std::thread::sleep(at);
         let _ = child.kill();
         let _ = child.wait();
@@ -337,10 +347,7 @@ fn run_reverts_and_refuses_unrestored_journal() {
     std::fs::write(&profile, test_profile(&irq)).unwrap();
     let path = sc.study("s.toml", &study(&profile.display().to_string(), "", 0.0, 1));
     let before = snapshot();
-    let out = sc
-        .benchlab()
-        .args(["run", path.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
+    let out = bl(&sc, &state, &["run", path.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(
@@ -373,14 +380,7 @@ fn run_reverts_and_refuses_unrestored_journal() {
         "slow.toml",
         &study(&profile.display().to_string(), "", 3.0, 1),
     );
-    let mut child = sc
-        .benchlab()
-        .args(["run", slow.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = bl(&sc, &state, &["run", slow.to_str().unwrap()]).spawn_quiet();
     // Wait until the profile is in force.
     let until = Instant::now() + Duration::from_secs(30);
     while std::fs::read_to_string("/proc/sys/vm/dirty_ratio")
@@ -400,10 +400,7 @@ fn run_reverts_and_refuses_unrestored_journal() {
             .trim(),
         "7"
     );
-    let out = sc
-        .benchlab()
-        .args(["run", path.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
+    let out = bl(&sc, &state, &["run", path.to_str().unwrap()])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -413,12 +410,13 @@ fn run_reverts_and_refuses_unrestored_journal() {
         "{err}"
     );
     // --restore-first puts it back, then runs.
-    let out = sc
-        .benchlab()
-        .args(["run", "--restore-first", path.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
-        .output()
-        .unwrap();
+    let out = bl(
+        &sc,
+        &state,
+        &["run", "--restore-first", path.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -453,14 +451,7 @@ sleep_s = 4
 "#,
     );
     let shield_dir = format!("{}/benchlab-shield", cpuset_root().unwrap());
-    let mut run = sc
-        .benchlab()
-        .args(["run", path.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = bl(&sc, &state, &["run", path.to_str().unwrap()]).spawn_quiet();
     let until = Instant::now() + Duration::from_secs(30);
     while !std::path::Path::new(&format!("{shield_dir}/tasks")).exists() {
         assert!(Instant::now() < until, "the shield never came up");
@@ -574,14 +565,7 @@ kind = "fake"
 sleep_s = 2
 "#,
     );
-    let mut run = sc
-        .benchlab()
-        .args(["run", path.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = bl(&sc, &state, &["run", path.to_str().unwrap()]).spawn_quiet();
     let workers = |state: &str| -> usize {
         our_processes(state)
             .iter()
@@ -660,10 +644,7 @@ fn unsupported_is_skipped_required_fails_before_any_change() {
         "soft-study.toml",
         &study(&soft.display().to_string(), "", 0.0, 1),
     );
-    let out = sc
-        .benchlab()
-        .args(["run", p.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
+    let out = bl(&sc, &state, &["run", p.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(
@@ -688,10 +669,7 @@ fn unsupported_is_skipped_required_fails_before_any_change() {
         "hard-study.toml",
         &study(&hard.display().to_string(), "", 0.0, 1),
     );
-    let out = sc
-        .benchlab()
-        .args(["run", p.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
+    let out = bl(&sc, &state, &["run", p.to_str().unwrap()])
         .output()
         .unwrap();
     // The point of the tuned configuration failed; the other ran.
@@ -829,14 +807,7 @@ fn remount_options_are_applied_and_undone() {
     )
     .unwrap();
     let path = sc.study("s.toml", &study(&profile.display().to_string(), "", 2.0, 1));
-    let mut run = sc
-        .benchlab()
-        .args(["run", path.to_str().unwrap()])
-        .env("BENCHLAB_STATE_DIR", &state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = bl(&sc, &state, &["run", path.to_str().unwrap()]).spawn_quiet();
     let until = Instant::now() + Duration::from_secs(30);
     while !opts().contains("nobarrier") {
         assert!(
@@ -928,12 +899,7 @@ fn profile_apply_then_revert() {
     .unwrap();
     let before = snapshot();
     let run = |args: &[&str]| {
-        let out = sc
-            .benchlab()
-            .args(args)
-            .env("BENCHLAB_STATE_DIR", &state)
-            .output()
-            .unwrap();
+        let out = bl(&sc, &state, args).output().unwrap();
         assert!(
             out.status.success(),
             "{args:?}: {}",

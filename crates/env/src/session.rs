@@ -149,7 +149,207 @@ fn remount_inverse(option: &str) -> Option<&'static str> {
     })
 }
 
+/// What one planned setting needs.
+enum Step {
+    /// Nothing to change (skipped, unchanged, refused): just this line.
+    Report(ChangeReport),
+    /// The wake-up latency request, held by keeping the file open.
+    Hold(File, ChangeReport),
+    /// A change: journal `undo`, then `run`, then `verify`.
+    Change {
+        before: String,
+        after: String,
+        undo: Change,
+        run: Box<dyn FnOnce() -> Result<(), String>>,
+        verify: Box<dyn FnOnce() -> Result<(), String>>,
+    },
+}
+
+fn no_check() -> Box<dyn FnOnce() -> Result<(), String>> {
+    Box::new(|| Ok(()))
+}
+
 impl Session {
+    /// Works out what a planned setting needs on this host, touching
+    /// nothing but reads (and opening the latency device).
+    fn step(p: &crate::profile::Planned) -> Result<Step, EnvError> {
+        let line = |before: Option<String>, after: Option<String>, status, note: &str| {
+            Step::Report(ChangeReport {
+                setting: p.setting.clone(),
+                before,
+                after,
+                status,
+                note: note.into(),
+            })
+        };
+        Ok(match &p.action {
+            Action::Unsupported(why) => line(None, None, ChangeStatus::Skipped, why),
+            Action::File { path, value } => {
+                let before = match sys::read_value(path) {
+                    Ok(b) => b,
+                    Err(e) if p.required => {
+                        return Err(EnvError::Required {
+                            setting: p.setting.clone(),
+                            reason: e,
+                        })
+                    }
+                    Err(e) => return Ok(line(None, Some(value.clone()), ChangeStatus::Failed, &e)),
+                };
+                if before == sys::normalize(value) {
+                    return Ok(line(
+                        Some(before),
+                        Some(value.clone()),
+                        ChangeStatus::Unchanged,
+                        "",
+                    ));
+                }
+                let (p1, v1, p2, v2) = (path.clone(), value.clone(), path.clone(), value.clone());
+                Step::Change {
+                    undo: Change::File {
+                        path: path.clone(),
+                        before: before.clone(),
+                    },
+                    before,
+                    after: value.clone(),
+                    run: Box::new(move || sys::write_value(&p1, &v1)),
+                    verify: Box::new(move || {
+                        let now = sys::read_value(&p2)?;
+                        if now == sys::normalize(&v2) {
+                            Ok(())
+                        } else {
+                            Err(format!("the kernel kept `{now}`"))
+                        }
+                    }),
+                }
+            }
+            Action::DmaLatency(us) => {
+                let mut f = File::options()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/cpu_dma_latency")
+                    .map_err(|e| EnvError::io("open /dev/cpu_dma_latency", e))?;
+                // Reading gives the limit in force now (2000 s = none).
+                let mut cur = [0u8; 4];
+                let before = match f.read_exact(&mut cur) {
+                    Ok(()) => match i32::from_ne_bytes(cur) {
+                        2_000_000_000 => "no limit".to_string(),
+                        v => format!("{v} µs"),
+                    },
+                    Err(_) => "unknown".into(),
+                };
+                f.write_all(&us.to_ne_bytes())
+                    .map_err(|e| EnvError::io("write /dev/cpu_dma_latency", e))?;
+                // Held while the file stays open: the kernel drops the
+                // request when the descriptor closes, so a crash needs no
+                // journal entry for it.
+                Step::Hold(
+                    f,
+                    ChangeReport {
+                        setting: p.setting.clone(),
+                        before: Some(before),
+                        after: Some(format!("{us} µs")),
+                        status: ChangeStatus::Applied,
+                        note: "held while the configuration runs".into(),
+                    },
+                )
+            }
+            Action::StopService(name) => {
+                if sys::run("systemctl", &["is-active", "--quiet", name]).is_err() {
+                    return Ok(line(
+                        Some("inactive".into()),
+                        Some("inactive".into()),
+                        ChangeStatus::Unchanged,
+                        "not running (or no such unit)",
+                    ));
+                }
+                let n = name.clone();
+                Step::Change {
+                    before: "active".into(),
+                    after: "stopped".into(),
+                    undo: Change::Service { name: name.clone() },
+                    run: Box::new(move || sys::run("systemctl", &["stop", &n]).map(drop)),
+                    verify: no_check(),
+                }
+            }
+            Action::Tuned(want) => {
+                let active = sys::run("tuned-adm", &["active"]).unwrap_or_default();
+                let before = active
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Current active profile:"))
+                    .map(|s| s.trim().to_string());
+                if before.as_deref() == Some(want.as_str()) {
+                    return Ok(line(
+                        before,
+                        Some(want.clone()),
+                        ChangeStatus::Unchanged,
+                        "",
+                    ));
+                }
+                let w = want.clone();
+                Step::Change {
+                    undo: Change::Tuned {
+                        before: before.clone(),
+                    },
+                    before: before.unwrap_or_else(|| "off".into()),
+                    after: want.clone(),
+                    run: Box::new(move || sys::run("tuned-adm", &["profile", &w]).map(drop)),
+                    verify: no_check(),
+                }
+            }
+            Action::Remount { target, options } => {
+                let before = crate::profile::mount_options(target).unwrap_or_default();
+                let have: Vec<&str> = before.split(',').collect();
+                let mut restore: Vec<String> = Vec::new();
+                let mut unknown = Vec::new();
+                for o in options.split(',').filter(|o| !o.is_empty()) {
+                    if have.contains(&o) {
+                        continue;
+                    }
+                    match remount_inverse(o) {
+                        Some(inv) => restore.push(inv.into()),
+                        None => unknown.push(o.to_string()),
+                    }
+                }
+                if !unknown.is_empty() {
+                    // Never change what benchlab could not put back.
+                    let why = format!(
+                        "not applied: benchlab knows no option that undoes {}",
+                        unknown.join(", ")
+                    );
+                    return Ok(line(
+                        Some(before),
+                        Some(options.clone()),
+                        ChangeStatus::Failed,
+                        &why,
+                    ));
+                }
+                if restore.is_empty() {
+                    return Ok(line(
+                        Some(before),
+                        Some(options.clone()),
+                        ChangeStatus::Unchanged,
+                        "",
+                    ));
+                }
+                let (t, o) = (target.clone(), options.clone());
+                Step::Change {
+                    before,
+                    after: options.clone(),
+                    undo: Change::Remount {
+                        target: target.clone(),
+                        restore_options: restore.join(","),
+                    },
+                    run: Box::new(move || {
+                        sys::run("mount", &["-o", &format!("remount,{o}"), &t])
+                            .map(drop)
+                            .map_err(|e| format!("{e} (this kernel may no longer support it)"))
+                    }),
+                    verify: no_check(),
+                }
+            }
+        })
+    }
+
     /// Resolves the profile, checks that every required setting exists
     /// (before anything changes), then applies everything, journaled.
     /// On an error half-way, what was applied is reverted before the
@@ -214,18 +414,38 @@ impl Session {
         let journal = self.journal.as_mut().expect("open until revert");
         for p in planned {
             test_step_pause();
-            match &p.action {
-                Action::Unsupported(why) => push(
-                    reports,
-                    &p.setting,
-                    None,
-                    None,
-                    ChangeStatus::Skipped,
-                    why.clone(),
-                ),
-                Action::File { path, value } => {
-                    let before = match sys::read_value(path) {
-                        Ok(b) => b,
+            let report = |before: Option<String>, after: Option<String>, status, note: String| {
+                ChangeReport {
+                    setting: p.setting.clone(),
+                    before,
+                    after,
+                    status,
+                    note,
+                }
+            };
+            match Self::step(p)? {
+                Step::Report(r) => reports.push(r),
+                Step::Hold(file, r) => {
+                    self.dma = Some(file);
+                    reports.push(r);
+                }
+                Step::Change {
+                    before,
+                    after,
+                    undo,
+                    run,
+                    verify,
+                } => {
+                    // Write-ahead: the way back is on disk before the change.
+                    journal.record(&p.setting, undo)?;
+                    let result = run().and_then(|()| verify());
+                    match result {
+                        Ok(()) => reports.push(report(
+                            Some(before),
+                            Some(after),
+                            ChangeStatus::Applied,
+                            String::new(),
+                        )),
                         Err(e) if p.required => {
                             return Err(EnvError::Required {
                                 setting: p.setting.clone(),
@@ -233,236 +453,8 @@ impl Session {
                             })
                         }
                         Err(e) => {
-                            push(
-                                reports,
-                                &p.setting,
-                                None,
-                                Some(value.clone()),
-                                ChangeStatus::Failed,
-                                e,
-                            );
-                            continue;
+                            reports.push(report(Some(before), Some(after), ChangeStatus::Failed, e))
                         }
-                    };
-                    if before == sys::normalize(value) {
-                        push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(value.clone()),
-                            ChangeStatus::Unchanged,
-                            "",
-                        );
-                        continue;
-                    }
-                    journal.record(
-                        &p.setting,
-                        Change::File {
-                            path: path.clone(),
-                            before: before.clone(),
-                        },
-                    )?;
-                    let result = sys::write_value(path, value).and_then(|()| {
-                        let now = sys::read_value(path)?;
-                        if now == sys::normalize(value) {
-                            Ok(())
-                        } else {
-                            Err(format!("the kernel kept `{now}`"))
-                        }
-                    });
-                    match result {
-                        Ok(()) => push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(value.clone()),
-                            ChangeStatus::Applied,
-                            "",
-                        ),
-                        Err(e) if p.required => {
-                            return Err(EnvError::Required {
-                                setting: p.setting.clone(),
-                                reason: e,
-                            })
-                        }
-                        Err(e) => push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(value.clone()),
-                            ChangeStatus::Failed,
-                            e,
-                        ),
-                    }
-                }
-                Action::DmaLatency(us) => {
-                    let mut f = File::options()
-                        .read(true)
-                        .write(true)
-                        .open("/dev/cpu_dma_latency")
-                        .map_err(|e| EnvError::io("open /dev/cpu_dma_latency", e))?;
-                    // Reading gives the limit in force now (2000 s = none).
-                    let mut cur = [0u8; 4];
-                    let before = match f.read_exact(&mut cur) {
-                        Ok(()) => match i32::from_ne_bytes(cur) {
-                            2_000_000_000 => "no limit".to_string(),
-                            v => format!("{v} µs"),
-                        },
-                        Err(_) => "unknown".into(),
-                    };
-                    f.write_all(&us.to_ne_bytes())
-                        .map_err(|e| EnvError::io("write /dev/cpu_dma_latency", e))?;
-                    // Held while the file stays open: the kernel drops the
-                    // request when the descriptor closes, so a crash needs
-                    // no journal entry for it.
-                    self.dma = Some(f);
-                    push(
-                        reports,
-                        &p.setting,
-                        Some(before),
-                        Some(format!("{us} µs")),
-                        ChangeStatus::Applied,
-                        "held while the configuration runs",
-                    );
-                }
-                Action::StopService(name) => {
-                    if sys::run("systemctl", &["is-active", "--quiet", name]).is_err() {
-                        push(
-                            reports,
-                            &p.setting,
-                            Some("inactive".into()),
-                            Some("inactive".into()),
-                            ChangeStatus::Unchanged,
-                            "not running (or no such unit)",
-                        );
-                        continue;
-                    }
-                    journal.record(&p.setting, Change::Service { name: name.clone() })?;
-                    match sys::run("systemctl", &["stop", name]) {
-                        Ok(_) => push(
-                            reports,
-                            &p.setting,
-                            Some("active".into()),
-                            Some("stopped".into()),
-                            ChangeStatus::Applied,
-                            "",
-                        ),
-                        Err(e) => push(
-                            reports,
-                            &p.setting,
-                            Some("active".into()),
-                            Some("stopped".into()),
-                            ChangeStatus::Failed,
-                            e,
-                        ),
-                    }
-                }
-                Action::Tuned(want) => {
-                    let active = sys::run("tuned-adm", &["active"]).unwrap_or_default();
-                    let before = active
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Current active profile:"))
-                        .map(|s| s.trim().to_string());
-                    if before.as_deref() == Some(want.as_str()) {
-                        push(
-                            reports,
-                            &p.setting,
-                            before,
-                            Some(want.clone()),
-                            ChangeStatus::Unchanged,
-                            "",
-                        );
-                        continue;
-                    }
-                    journal.record(
-                        &p.setting,
-                        Change::Tuned {
-                            before: before.clone(),
-                        },
-                    )?;
-                    match sys::run("tuned-adm", &["profile", want]) {
-                        Ok(_) => push(
-                            reports,
-                            &p.setting,
-                            before,
-                            Some(want.clone()),
-                            ChangeStatus::Applied,
-                            "",
-                        ),
-                        Err(e) => push(
-                            reports,
-                            &p.setting,
-                            before,
-                            Some(want.clone()),
-                            ChangeStatus::Failed,
-                            e,
-                        ),
-                    }
-                }
-                Action::Remount { target, options } => {
-                    let before = crate::profile::mount_options(target).unwrap_or_default();
-                    let have: Vec<&str> = before.split(',').collect();
-                    let mut restore: Vec<String> = Vec::new();
-                    let mut unknown = Vec::new();
-                    for o in options.split(',').filter(|o| !o.is_empty()) {
-                        if have.contains(&o) {
-                            continue;
-                        }
-                        match remount_inverse(o) {
-                            Some(inv) => restore.push(inv.into()),
-                            None => unknown.push(o.to_string()),
-                        }
-                    }
-                    if !unknown.is_empty() {
-                        // Never change what benchlab could not put back.
-                        push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(options.clone()),
-                            ChangeStatus::Failed,
-                            format!(
-                                "not applied: benchlab knows no option that undoes {}",
-                                unknown.join(", ")
-                            ),
-                        );
-                        continue;
-                    }
-                    if restore.is_empty() {
-                        push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(options.clone()),
-                            ChangeStatus::Unchanged,
-                            "",
-                        );
-                        continue;
-                    }
-                    journal.record(
-                        &p.setting,
-                        Change::Remount {
-                            target: target.clone(),
-                            restore_options: restore.join(","),
-                        },
-                    )?;
-                    match sys::run("mount", &["-o", &format!("remount,{options}"), target]) {
-                        Ok(_) => push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(options.clone()),
-                            ChangeStatus::Applied,
-                            "",
-                        ),
-                        Err(e) => push(
-                            reports,
-                            &p.setting,
-                            Some(before),
-                            Some(options.clone()),
-                            ChangeStatus::Failed,
-                            format!("{e} (this kernel may no longer support it)"),
-                        ),
                     }
                 }
             }
