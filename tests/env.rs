@@ -274,10 +274,10 @@ fn sigkill_at_any_moment_then_restore_puts_everything_back() {
         &study(&profile.display().to_string(), extra, 0.3, 2),
     );
     let before = snapshot();
-    // Kill moments spread over apply (each journaled step paused 40 ms)
-    // and the points that follow.
+    // Kill moments spread over the apply (each step paused 40 ms) and
+    // the points that run under the configuration.
     for i in 0..20u64 {
-        let at = Duration::from_millis(150 + i * 110);
+        let at = Duration::from_millis(100 + i * 75);
         let mut child = bl(&sc, &state, &["run", path.to_str().unwrap()])
             .env("BENCHLAB_TEST_STEP_DELAY_MS", "40")
             .spawn_quiet();

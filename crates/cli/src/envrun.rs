@@ -62,6 +62,7 @@ pub(crate) fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String,
 
 impl EnvControl {
     /// Makes configuration `idx` the applied one (reverting the previous).
+    #[allow(clippy::too_many_arguments)] // the runner's state, passed through
     pub(crate) fn switch(
         &mut self,
         idx: usize,
