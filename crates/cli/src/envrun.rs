@@ -33,6 +33,8 @@ pub(crate) struct EnvControl {
     config_name: String,
     /// The profile in force.
     profile: Option<String>,
+    /// (configuration, host) pairs whose apply was reported in full.
+    told: std::collections::HashSet<String>,
 }
 
 fn rows(config: usize, host: &str, phase: &str, changes: &[ChangeReport]) -> Vec<SettingChangeRow> {
@@ -200,12 +202,25 @@ impl EnvControl {
                     .add_setting_changes(run_id, &rows(idx, &host, "apply", &changes))
                     .map_err(|e| format!("store: {e}"))?;
                 let count = |s: ChangeStatus| changes.iter().filter(|c| c.status == s).count();
-                eprintln!(
-                        "benchlab: configuration `{name}` on {host}: {} setting(s) applied, {} skipped, {} failed",
+                // In full the first time (interleaved studies apply a
+                // configuration at every repetition), then as a count.
+                let first = self.told.insert(format!("{name}\u{0}{host}"));
+                let unusual: Vec<&ChangeReport> = changes
+                    .iter()
+                    .filter(|c| matches!(c.status, ChangeStatus::Skipped | ChangeStatus::Failed))
+                    .collect();
+                if first {
+                    eprintln!(
+                        "benchlab: configuration `{name}` on {host}: {} setting(s) applied, {} unchanged, {} skipped, {} failed",
                         count(ChangeStatus::Applied),
+                        count(ChangeStatus::Unchanged),
                         count(ChangeStatus::Skipped),
                         count(ChangeStatus::Failed)
                     );
+                    for c in unusual {
+                        eprintln!("  {} {}: {}", c.status.name(), c.setting, c.note);
+                    }
+                }
                 if tasks.is_some() {
                     *shield_tasks = tasks;
                 }
