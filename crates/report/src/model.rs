@@ -68,12 +68,19 @@ pub struct Table {
     pub better: Better,
     /// Decimals shown.
     pub decimals: usize,
+    /// Decimals of the "% advantage" columns.
+    #[serde(default = "two")]
+    pub advantage_decimals: usize,
     /// Configuration names, in study order.
     pub columns: Vec<String>,
     /// Rows in sweep order.
     pub rows: Vec<Row>,
     /// The "Average" row over all rows, when the workload has one.
     pub average: Option<Row>,
+}
+
+fn two() -> usize {
+    2
 }
 
 /// A repetition that did not produce a figure.
@@ -112,6 +119,27 @@ pub struct PointResult {
     pub summaries: BTreeMap<String, stats::Summary>,
 }
 
+/// A setting a configuration changed on a host, before → after (the
+/// environment layer records these when it applies a profile; the store
+/// keeps them per run, configuration and host).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingChange {
+    /// Configuration name.
+    pub configuration: String,
+    /// Host name.
+    pub host: String,
+    /// The setting (`sysctl net.core.rmem_max`, `cpufreq governor`, …).
+    pub setting: String,
+    /// Its value before the configuration was applied (None: absent).
+    pub before: Option<String>,
+    /// Its value while the configuration ran (None: removed).
+    pub after: Option<String>,
+    /// `applied`, `skipped` or `failed`.
+    pub status: String,
+    /// Why it was skipped or failed, or any other remark.
+    pub note: Option<String>,
+}
+
 /// A whole run, ready to render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -130,6 +158,37 @@ pub struct RunReport {
     /// Every host of the run with its roles and inventory (the
     /// system-configuration appendix).
     pub hosts: Vec<HostRow>,
+    /// How many repetitions each point got, in words (the methodology
+    /// appendix states it with the n of every figure).
+    #[serde(default)]
+    pub repetition_rule: String,
+    /// The settings each configuration changed (empty when none did, or
+    /// when the store does not record them).
+    #[serde(default)]
+    pub settings: Vec<SettingChange>,
+    /// The run's events (started, resumed, interrupted, completed), as
+    /// (time, kind, message).
+    #[serde(default)]
+    pub events: Vec<(String, String, String)>,
+}
+
+/// The repetition rule of a study, in words.
+pub fn repetition_rule(study: &Study) -> String {
+    let mut counts: Vec<u32> = study.workloads.iter().map(|w| w.repetitions).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    match counts.as_slice() {
+        [] => "no workloads".into(),
+        [n] => format!("a fixed {n} repetition(s) per point"),
+        _ => {
+            let per: Vec<String> = study
+                .workloads
+                .iter()
+                .map(|w| format!("{} {}", w.name, w.repetitions))
+                .collect();
+            format!("fixed repetitions per point: {}", per.join(", "))
+        }
+    }
 }
 
 fn quoted(values: &[f64], selection: Selection) -> Option<(f64, Option<stats::Interval>)> {
@@ -304,41 +363,9 @@ pub fn build(
                         advantages,
                     });
                 }
-                let average = wl.average_row().then(|| {
-                    let cells: Vec<Option<Cell>> = (0..configurations.len())
-                        .map(|c| {
-                            let vals: Vec<f64> = rows
-                                .iter()
-                                .filter_map(|r| r.cells[c].as_ref().map(|x| x.value))
-                                .collect();
-                            (vals.len() == rows.len() && !vals.is_empty()).then(|| Cell {
-                                value: stats::mean(&vals).unwrap_or(f64::NAN),
-                                ci: None,
-                                values: vals,
-                                failed: 0,
-                            })
-                        })
-                        .collect();
-                    // The seeds compute the Average row's advantage from the
-                    // averages, not by averaging the advantages.
-                    let advantages = cells
-                        .iter()
-                        .skip(1)
-                        .map(|c| match (c, &cells[0]) {
-                            (Some(a), Some(b)) => stats::advantage_pct(a.value, b.value, sbetter)
-                                .map(|pct| Advantage {
-                                    pct,
-                                    comparison: None,
-                                }),
-                            _ => None,
-                        })
-                        .collect();
-                    Row {
-                        label: "Average".into(),
-                        cells,
-                        advantages,
-                    }
-                });
+                let average = wl
+                    .average_row()
+                    .then(|| average_row(&rows, configurations.len(), sbetter));
                 tables.push(Table {
                     workload: entry.name.clone(),
                     kind: entry.kind.clone(),
@@ -348,6 +375,7 @@ pub fn build(
                     row_param: entry.rows.clone(),
                     better,
                     decimals: spec.decimals,
+                    advantage_decimals: 2,
                     columns: configurations.iter().map(|c| c.name.clone()).collect(),
                     rows,
                     average,
@@ -376,10 +404,55 @@ pub fn build(
         points,
         failures,
         hosts: hosts.to_vec(),
+        repetition_rule: repetition_rule(study),
+        settings: Vec::new(),
+        events: Vec::new(),
     }
 }
 
-fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
+/// The "Average" row over a table's rows: per configuration the mean of the
+/// quoted figures (seed 000's "Average" rows), present only when every row
+/// has a figure. The seeds compute its advantage from the averages, not by
+/// averaging the advantages (32.93 % against 32.92 % in Figure 9), and so
+/// does benchlab.
+pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -> Row {
+    let cells: Vec<Option<Cell>> = (0..columns)
+        .map(|c| {
+            let vals: Vec<f64> = rows
+                .iter()
+                .filter_map(|r| r.cells[c].as_ref().map(|x| x.value))
+                .collect();
+            (vals.len() == rows.len() && !vals.is_empty()).then(|| Cell {
+                value: stats::mean(&vals).unwrap_or(f64::NAN),
+                ci: None,
+                values: vals,
+                failed: 0,
+            })
+        })
+        .collect();
+    let advantages = cells
+        .iter()
+        .skip(1)
+        .map(|c| match (c, &cells[0]) {
+            (Some(a), Some(b)) => {
+                stats::advantage_pct(a.value, b.value, better).map(|pct| Advantage {
+                    pct,
+                    comparison: None,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    Row {
+        label: "Average".into(),
+        cells,
+        advantages,
+    }
+}
+
+/// Each configuration's advantage over the first (the baseline), with the
+/// comparison of their repetitions when both have at least two.
+pub(crate) fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
     cells
         .iter()
         .skip(1)

@@ -92,22 +92,26 @@ fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
     }
 }
 
-fn advantage_text(a: &Option<Advantage>) -> String {
+pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
     match a {
         None => "-".into(),
         Some(a) => {
-            let mark = match a.comparison.as_ref().map(|c| c.verdict) {
-                Some(Verdict::WithinNoise) => " ≈",
-                Some(Verdict::Better) | Some(Verdict::Worse) => "",
-                _ => " ?",
+            let mark = match a.comparison.as_ref() {
+                Some(c) if c.verdict == Verdict::WithinNoise => " ≈",
+                Some(c) if c.small_n() => " †",
+                Some(_) => "",
+                None => " ?",
             };
-            format!("{}%{mark}", group_thousands(a.pct, 2))
+            format!("{}%{mark}", group_thousands(a.pct, decimals))
         }
     }
 }
 
-fn title_of(t: &Table) -> String {
-    let mut s = format!("{} · {}", t.workload, t.title);
+pub(crate) fn title_of(t: &Table) -> String {
+    let mut s = t.workload.clone();
+    if !t.title.is_empty() {
+        let _ = write!(s, " · {}", t.title);
+    }
     if !t.fixed.is_empty() {
         let _ = write!(s, " · {}", t.fixed);
     }
@@ -126,7 +130,11 @@ fn header(t: &Table) -> Vec<String> {
 fn row_cells(t: &Table, r: &Row, with_ci: bool) -> Vec<String> {
     let mut v = vec![r.label.clone()];
     v.extend(r.cells.iter().map(|c| cell_text(c, t.decimals, with_ci)));
-    v.extend(r.advantages.iter().map(advantage_text));
+    v.extend(
+        r.advantages
+            .iter()
+            .map(|a| advantage_text(a, t.advantage_decimals)),
+    );
     v
 }
 
@@ -149,7 +157,7 @@ fn confidence_note(t: &Table) -> Option<String> {
 
 fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it (not a real difference); ? = too few repetitions to tell.\n",
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no significant difference (the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it, or a Mann-Whitney test that could decide finds p > 0.05); † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
     )
