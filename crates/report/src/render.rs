@@ -61,7 +61,7 @@ pub fn group_thousands(x: f64, decimals: usize) -> String {
     out
 }
 
-fn selection_text(sel: Selection) -> &'static str {
+pub(crate) fn selection_text(sel: Selection) -> &'static str {
     match sel {
         Selection::Median => "median of the repetitions",
         Selection::MedianRun => "the median run",
@@ -69,7 +69,7 @@ fn selection_text(sel: Selection) -> &'static str {
     }
 }
 
-fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
+pub(crate) fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
     match c {
         None => "-".into(),
         Some(c) => {
@@ -349,6 +349,35 @@ fn csv(report: &RunReport) -> String {
                         .and_then(|c| serde_json::to_value(c.verdict).ok())
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_default(),
+                ];
+                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+                let _ = writeln!(out, "{}", line.join(","));
+            }
+        }
+    }
+    out
+}
+
+/// Every raw repetition of every point and metric, one line each (failed
+/// repetitions with an empty value): the data behind every figure.
+pub fn repetitions_csv(report: &RunReport) -> String {
+    let mut out = String::from("run,configuration,workload,kind,point,metric,repetition,value\n");
+    for p in &report.points {
+        for (metric, values) in &p.metrics {
+            for (rep, v) in values.iter().enumerate() {
+                let fields = [
+                    report.run.id.to_string(),
+                    p.configuration.clone(),
+                    p.workload.clone(),
+                    p.kind.clone(),
+                    p.label.clone(),
+                    metric.clone(),
+                    rep.to_string(),
+                    if v.is_finite() {
+                        v.to_string()
+                    } else {
+                        String::new()
+                    },
                 ];
                 let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
                 let _ = writeln!(out, "{}", line.join(","));
