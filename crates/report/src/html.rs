@@ -264,13 +264,16 @@ fn table_section(t: &Table, index: usize, o: &mut String) {
         let _ = write!(o, "<th>{} advantage</th><th>95% CI</th>", esc(c));
     }
     o.push_str("</tr>\n");
-    for row in t.rows.iter().chain(t.average.iter()) {
+    for (k, row) in t.rows.iter().chain(t.average.iter()).enumerate() {
+        // An aggregate row's figures come from the rows above, not from
+        // repetitions of their own: no n.
+        let aggregate = k >= t.rows.len();
         let _ = write!(o, "<tr><td class=\"l\">{}</td>", esc(&row.label));
         for cell in &row.cells {
-            let n = cell
-                .as_ref()
-                .map(|c| c.values.len().to_string())
-                .unwrap_or_default();
+            let n = match cell {
+                Some(c) if !aggregate => c.values.len().to_string(),
+                _ => String::new(),
+            };
             let _ = write!(
                 o,
                 "<td>{}</td><td>{n}</td>",

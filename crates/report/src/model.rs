@@ -174,6 +174,25 @@ pub struct RunReport {
 
 /// The repetition rule of a study, in words.
 pub fn repetition_rule(study: &Study) -> String {
+    let describe = |w: &benchlab_core::study::WorkloadEntry| match w.adaptive {
+        Some(a) => stats::StopRule::new(a.min, a.max, a.target_ci_pct)
+            .map(|r| r.describe())
+            .unwrap_or_default(),
+        None => format!("a fixed {} repetition(s) per point", w.repetitions),
+    };
+    if study.workloads.iter().any(|w| w.adaptive.is_some()) {
+        let mut rules: Vec<String> = study.workloads.iter().map(describe).collect();
+        rules.dedup();
+        if rules.len() == 1 {
+            return rules.remove(0);
+        }
+        return study
+            .workloads
+            .iter()
+            .map(|w| format!("{}: {}", w.name, describe(w)))
+            .collect::<Vec<_>>()
+            .join("; ");
+    }
     let mut counts: Vec<u32> = study.workloads.iter().map(|w| w.repetitions).collect();
     counts.sort_unstable();
     counts.dedup();
