@@ -45,9 +45,13 @@ pub(crate) fn parse_pct(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A compared column: (index of its run's report, configuration index,
+/// label `RUN:CONFIG`).
+type Column = (usize, usize, String);
+
 /// Loads each run once and expands specs into sides: `RUN` gives every
 /// configuration of the run, `RUN:CONFIG` one.
-fn load(store: &Store, specs: &[String]) -> Result<(Vec<RunReport>, Vec<(usize, usize, String)>)> {
+fn load(store: &Store, specs: &[String]) -> Result<(Vec<RunReport>, Vec<Column>)> {
     let reg = registry();
     let mut reports: Vec<RunReport> = Vec::new();
     let mut sides = Vec::new();

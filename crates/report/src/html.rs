@@ -805,6 +805,43 @@ mod tests {
         assert_eq!(duration_s("garbage", Some("2024-03-01T01:00:00Z")), None);
     }
 
+    /// Settings changed by a configuration appear, before → after, in the
+    /// HTML and Markdown appendices; with none, HTML says so and Markdown
+    /// has no section.
+    #[test]
+    fn settings_appendix() {
+        let text = format!(
+            "{}\nt,higher,,size,1,2,1,base,10\nt,higher,,size,1,2,1,tuned,11\n",
+            crate::import::HEADER
+        );
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        let html = render_html(&r);
+        assert!(html.contains("None recorded"));
+        let md = crate::render(&r, crate::Format::Markdown);
+        assert!(!md.contains("Settings changed"));
+        r.settings.push(crate::model::SettingChange {
+            configuration: "tuned".into(),
+            host: "sut".into(),
+            setting: "sysctl net.core.rmem_max".into(),
+            before: Some("212992".into()),
+            after: Some("16777216".into()),
+            status: "applied".into(),
+            note: None,
+        });
+        let html = render_html(&r);
+        assert!(html.contains("<td class=\"l\">sysctl net.core.rmem_max</td><td class=\"l\">212992</td><td class=\"l\">16777216</td>"), "{html}");
+        let md = crate::render(&r, crate::Format::Markdown);
+        assert!(
+            md.contains(
+                "| tuned | sut | sysctl net.core.rmem_max | 212992 → 16777216 | applied |  |"
+            ),
+            "{md}"
+        );
+        // One chart per table, self-contained.
+        assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
+        assert!(!html.contains("http"));
+    }
+
     #[test]
     fn nice_ticks() {
         let (lo, hi, t) = ticks(3.2, 97.0);
