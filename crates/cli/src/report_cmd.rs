@@ -190,8 +190,16 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
     let single = runs.len() == 1 && !runs[0].contains(':');
     let report = if single {
         let id = parse_spec(&runs[0])?.run;
-        let mut r = runner::report(&store, &registry(), id)?;
+        let reg = registry();
+        let mut r = runner::report(&store, &reg, id)?;
         r.events = store.events(id)?;
+        r.latency = benchlab_report::model::latency_views(
+            &store.points(id)?,
+            &store.samples(id)?,
+            &reg,
+            |point, rep| store.side_results(point, rep).unwrap_or_default(),
+            &r.configurations,
+        );
         r
     } else {
         let (reports, sides) = load(&store, &runs)?;

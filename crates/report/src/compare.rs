@@ -164,6 +164,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .flat_map(|s| s.report.settings.iter().cloned())
             .collect(),
         events: Vec::new(),
+        latency: Vec::new(),
     }
 }
 

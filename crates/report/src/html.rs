@@ -127,6 +127,7 @@ pub fn render_html(report: &RunReport) -> String {
         table_section(t, i, &mut o);
     }
 
+    latency_section(report, &mut o);
     points_section(report, &mut o);
     failures_section(report, &mut o);
     appendix_a(report, &mut o);
@@ -512,6 +513,233 @@ fn chart(t: &Table, index: usize, o: &mut String) {
         );
     }
     o.push_str("</svg>\n");
+}
+
+/// One series of a line chart: name and (x, y) points.
+type Line = (String, Vec<(f64, f64)>);
+
+/// A line chart: one polyline per series, x numeric (or categorical with
+/// `x_labels` at x = 0, 1, …), y linear or log10.
+fn line_chart(
+    id: &str,
+    label: &str,
+    lines: &[Line],
+    x_labels: Option<&[&str]>,
+    log_y: bool,
+    (x_title, y_title): (&str, &str),
+    o: &mut String,
+) {
+    let (w, h) = (720.0, 280.0);
+    let (left, right, top, bottom) = (70.0, 150.0, 20.0, 45.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let tf = |v: f64| if log_y { v.max(1e-9).log10() } else { v };
+    let pts = lines.iter().flat_map(|l| l.1.iter());
+    let (mut x0, mut x1, mut ylo, mut yhi) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for (x, y) in pts {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+        ylo = ylo.min(tf(*y));
+        yhi = yhi.max(tf(*y));
+    }
+    if !x0.is_finite() || !ylo.is_finite() {
+        return;
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let (y0, y1, yt) = if log_y {
+        let (a, b) = (ylo.floor(), yhi.ceil().max(ylo.floor() + 1.0));
+        (a, b, (a as i32..=b as i32).map(f64::from).collect())
+    } else {
+        ticks(ylo, yhi)
+    };
+    let x = |v: f64| left + (v - x0) / (x1 - x0) * pw;
+    let y = |v: f64| top + ph - (tf(v) - y0) / (y1 - y0) * ph;
+    let _ = writeln!(
+        o,
+        "<svg class=\"chart\" id=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{}\">",
+        esc(id),
+        esc(label)
+    );
+    for t in &yt {
+        let yy = top + ph - (t - y0) / (y1 - y0) * ph;
+        let text = if log_y {
+            fmt_tick(10f64.powf(*t))
+        } else {
+            fmt_tick(*t)
+        };
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left + pw,
+            left - 6.0,
+            yy + 4.0,
+            esc(&text)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
+        top + ph, left + pw, top + ph, top + ph
+    );
+    match x_labels {
+        Some(labels) => {
+            for (i, l) in labels.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    x(i as f64),
+                    top + ph + 16.0,
+                    esc(l)
+                );
+            }
+        }
+        None => {
+            for v in [x0, (x0 + x1) / 2.0, x1] {
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    x(v),
+                    top + ph + 16.0,
+                    esc(&fmt_tick(v.round()))
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+        left + pw / 2.0,
+        h - 6.0,
+        esc(x_title)
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
+        top + ph / 2.0, top + ph / 2.0, esc(y_title)
+    );
+    o.push_str("<g class=\"data\">\n");
+    for (c, (_, pts)) in lines.iter().enumerate() {
+        let colour = COLOURS[c % COLOURS.len()];
+        let d: Vec<String> = pts
+            .iter()
+            .enumerate()
+            .map(|(k, (px, py))| {
+                format!(
+                    "{}{:.1} {:.1}",
+                    if k == 0 { "M" } else { "L" },
+                    x(*px),
+                    y(*py)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "<path d=\"{}\" stroke=\"{colour}\" stroke-width=\"1.5\" fill=\"none\"/>",
+            d.join("")
+        );
+        if x_labels.is_some() {
+            for (px, py) in pts {
+                let _ = writeln!(
+                    o,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>",
+                    x(*px),
+                    y(*py)
+                );
+            }
+        }
+    }
+    o.push_str("</g>\n");
+    for (c, (name, _)) in lines.iter().enumerate() {
+        let ly = top + 10.0 + 18.0 * c as f64;
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
+            left + pw + 12.0, ly - 10.0, COLOURS[c % COLOURS.len()], left + pw + 30.0, ly, esc(name)
+        );
+    }
+    o.push_str("</svg>\n");
+}
+
+/// Latency distributions (quantiles on a log scale) and jitter time series
+/// of every point that recorded a histogram, the configurations overlaid.
+fn latency_section(report: &RunReport, o: &mut String) {
+    if report.latency.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Latency distributions and jitter</h2>\n<p class=\"legend\">Per point, the median run of its headline figure: quantiles from the HDR histogram (three significant digits; min and max exact) on a log scale, and the time series of individual round trips (evenly thinned).</p>\n");
+    let mut groups: Vec<(String, String, String)> = Vec::new();
+    for v in &report.latency {
+        let k = (v.workload.clone(), v.point.clone(), v.name.clone());
+        if !groups.contains(&k) {
+            groups.push(k);
+        }
+    }
+    let labels: Vec<&str> = crate::model::LATENCY_QUANTILES
+        .iter()
+        .map(|q| q.1)
+        .collect();
+    for (g, (wl, point, name)) in groups.iter().enumerate() {
+        let views: Vec<_> = report
+            .latency
+            .iter()
+            .filter(|v| &v.workload == wl && &v.point == point && &v.name == name)
+            .collect();
+        let title = format!("{wl} · {point} · {name}");
+        let _ = writeln!(o, "<h4>{}</h4>", esc(&title));
+        let dist: Vec<Line> = views
+            .iter()
+            .map(|v| {
+                (
+                    format!("{} (rep {})", v.configuration, v.repetition + 1),
+                    v.quantiles_us
+                        .iter()
+                        .enumerate()
+                        .map(|(i, q)| (i as f64, *q))
+                        .collect(),
+                )
+            })
+            .collect();
+        line_chart(
+            &format!("latency-dist-{g}"),
+            &format!("{title}: distribution"),
+            &dist,
+            Some(&labels),
+            true,
+            ("quantile", "µs (log scale)"),
+            o,
+        );
+        let series: Vec<Line> = views
+            .iter()
+            .filter(|v| !v.series_us.is_empty())
+            .map(|v| {
+                (
+                    v.configuration.clone(),
+                    v.series_us
+                        .iter()
+                        .enumerate()
+                        .map(|(i, y)| ((i as u64 * v.series_stride) as f64, *y))
+                        .collect(),
+                )
+            })
+            .collect();
+        if !series.is_empty() {
+            line_chart(
+                &format!("latency-series-{g}"),
+                &format!("{title}: time series"),
+                &series,
+                None,
+                false,
+                ("round trip", "µs"),
+                o,
+            );
+        }
+    }
 }
 
 /// Every point's statistics for every metric: the full data behind the

@@ -244,6 +244,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         repetition_rule: "imported: the published figures, one value each".into(),
         settings: Vec::new(),
         events: Vec::new(),
+        latency: Vec::new(),
     })
 }
 

@@ -140,6 +140,124 @@ pub struct SettingChange {
     pub note: Option<String>,
 }
 
+/// Quantiles shown in latency-distribution charts, with their labels.
+pub const LATENCY_QUANTILES: [(f64, &str); 9] = [
+    (0.0, "min"),
+    (0.1, "p10"),
+    (0.25, "p25"),
+    (0.5, "p50"),
+    (0.75, "p75"),
+    (0.9, "p90"),
+    (0.99, "p99"),
+    (0.999, "p99.9"),
+    (1.0, "max"),
+];
+
+/// Most time-series points a report keeps per view (evenly thinned), so
+/// that an HTML report stays small.
+pub const MAX_SERIES_POINTS: usize = 400;
+
+/// The latency distribution and time series of one repetition of one
+/// point (the median run of its headline figure): the data of the latency
+/// and jitter charts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyView {
+    /// Configuration name.
+    pub configuration: String,
+    /// Workload name.
+    pub workload: String,
+    /// Point label.
+    pub point: String,
+    /// The repetition shown.
+    pub repetition: u32,
+    /// Histogram name (e.g. `rtt_half`).
+    pub name: String,
+    /// Values at [`LATENCY_QUANTILES`], in µs (from the HDR histogram,
+    /// three significant digits; min and max exact).
+    pub quantiles_us: Vec<f64>,
+    /// The time series in µs, thinned to at most [`MAX_SERIES_POINTS`].
+    pub series_us: Vec<f64>,
+    /// Observations between two series points.
+    pub series_stride: u64,
+}
+
+/// Latency views of every point whose sides recorded histograms: for each
+/// point, the median run of its headline metric (the first table metric),
+/// whose side results `side_results(point_id, repetition)` supplies.
+pub fn latency_views(
+    points: &[PointRow],
+    samples: &[SampleRow],
+    registry: &Registry,
+    mut side_results: impl FnMut(i64, u32) -> Vec<(String, benchlab_core::SideResult)>,
+    configurations: &[ConfigRow],
+) -> Vec<LatencyView> {
+    let mut out = Vec::new();
+    for p in points {
+        let Some(wl) = registry.get(&p.kind) else {
+            continue;
+        };
+        let Some(spec) = wl.table_metrics(&p.params).into_iter().next() else {
+            continue;
+        };
+        let reps: Vec<&SampleRow> = samples
+            .iter()
+            .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
+            .collect();
+        let values: Vec<f64> = reps
+            .iter()
+            .map(|s| s.metrics.get(spec.name).copied().unwrap_or(f64::NAN))
+            .collect();
+        let Some(i) = stats::median_run(&values) else {
+            continue;
+        };
+        let rep = reps[i].repetition;
+        for (side, r) in side_results(p.id, rep) {
+            for (name, h) in &r.histograms {
+                let Ok(hist) = h.decode() else { continue };
+                if h.count == 0 {
+                    continue;
+                }
+                let quantiles_us = LATENCY_QUANTILES
+                    .iter()
+                    .map(|(q, _)| match *q {
+                        0.0 => h.min as f64 / 1e3,
+                        1.0 => h.max as f64 / 1e3,
+                        q => hist.value_at_quantile(q) as f64 / 1e3,
+                    })
+                    .collect();
+                let (series_us, series_stride) = match r.series.get(name) {
+                    Some(s) => {
+                        let step = s.values.len().div_ceil(MAX_SERIES_POINTS).max(1);
+                        (
+                            s.values
+                                .iter()
+                                .step_by(step)
+                                .map(|v| *v as f64 / 1e3)
+                                .collect(),
+                            s.stride * step as u64,
+                        )
+                    }
+                    None => (Vec::new(), 0),
+                };
+                out.push(LatencyView {
+                    configuration: configurations
+                        .get(p.config_idx)
+                        .map(|c| c.name.clone())
+                        .unwrap_or_default(),
+                    workload: p.workload_name.clone(),
+                    point: p.label.clone(),
+                    repetition: rep,
+                    name: format!("{name} ({side})"),
+                    quantiles_us,
+                    series_us,
+                    series_stride,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// A whole run, ready to render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -170,6 +288,10 @@ pub struct RunReport {
     /// (time, kind, message).
     #[serde(default)]
     pub events: Vec<(String, String, String)>,
+    /// Latency distributions and time series (ping-pong and other
+    /// workloads that record histograms), for the HTML charts.
+    #[serde(default)]
+    pub latency: Vec<LatencyView>,
 }
 
 /// The repetition rule of a study, in words.
@@ -426,6 +548,7 @@ pub fn build(
         repetition_rule: repetition_rule(study),
         settings: Vec::new(),
         events: Vec::new(),
+        latency: Vec::new(),
     }
 }
 
