@@ -315,18 +315,16 @@ impl Ctx<'_> {
     fn repetitions(&self, v: &Val, path: &str) -> Result<(u32, Option<Adaptive>), StudyError> {
         const KEYS: &[&str] = &["min", "max", "target_ci"];
         let DeValue::Table(t) = v.get_ref() else {
-            if matches!(v.get_ref(), DeValue::Integer(_)) {
-                return Ok((self.count(v, path, 1)? as u32, None));
-            }
-            return Err(self.err(
-                v.span(),
-                path,
-                format!(
-                    "expected an integer ≥ 1 or a table {{ min = 3, max = 10, target_ci = \"2%\" }}, found {} (allowed keys: {})",
-                    type_name(v.get_ref()),
+            // Not a table: the integer form, with its own errors, which
+            // mention the table form too.
+            return self.count(v, path, 1).map(|n| (n as u32, None)).map_err(|mut e| {
+                e.message = format!(
+                    "{} (or a table {{ min = 3, max = 10, target_ci = \"2%\" }} for adaptive repetitions; allowed keys: {})",
+                    e.message,
                     KEYS.join(", ")
-                ),
-            ));
+                );
+                e
+            });
         };
         self.check_keys(t, path, KEYS)?;
         let min = match t.get("min") {

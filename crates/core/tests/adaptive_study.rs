@@ -94,7 +94,11 @@ fn errors() {
         "[defaults]\nrepetitions = \"3\"\n",
         4,
         "defaults.repetitions",
-        &["expected an integer ≥ 1 or a table", "a string"],
+        &[
+            "expected a non-negative integer",
+            "or a table { min = 3, max = 10, target_ci = \"2%\" }",
+            "allowed keys: min, max, target_ci",
+        ],
     );
     check_err(
         "[[workload]]\nkind = \"fake\"\nrepetitions = { target_ci = \"2%\" }\n",
