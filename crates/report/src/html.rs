@@ -262,7 +262,11 @@ fn table_section(t: &Table, index: usize, o: &mut String) {
         let _ = write!(o, "<th>{}</th><th>n</th>", esc(c));
     }
     for c in t.columns.iter().skip(1) {
-        let _ = write!(o, "<th>{} advantage</th><th>95% CI (ratio of means)</th>", esc(c));
+        let _ = write!(
+            o,
+            "<th>{} advantage</th><th>95% CI (ratio of means)</th>",
+            esc(c)
+        );
     }
     o.push_str("</tr>\n");
     for (k, row) in t.rows.iter().chain(t.average.iter()).enumerate() {
