@@ -61,6 +61,12 @@ pub enum Selection {
     Median,
     /// The repetition whose figure is the median (seeds 000, 001).
     MedianRun,
+    /// The repetition whose standard deviation is the median (seed 003:
+    /// "chose the run which corresponded to the median standard
+    /// deviation"); the standard deviation of a metric `x_mean_…` is its
+    /// companion `x_stddev_…`. Metrics without one fall back to the median
+    /// run.
+    MedianStddevRun,
     /// The mean of the repetitions.
     Mean,
 }
@@ -585,7 +591,7 @@ const WORKLOAD_RESERVED: &[&str] = &[
     "targets",
 ];
 const ORDERS: &[&str] = &["sequential", "interleaved"];
-const SELECTIONS: &[&str] = &["median", "median-run", "mean"];
+const SELECTIONS: &[&str] = &["median", "median-run", "median-stddev-run", "mean"];
 const ON_ERRORS: &[&str] = &["continue", "stop"];
 
 impl Study {
@@ -693,6 +699,7 @@ impl Study {
             if let Some(x) = t.get("select") {
                 defaults.select = match cx.choice(x, "defaults.select", SELECTIONS)?.as_str() {
                     "median-run" => Selection::MedianRun,
+                    "median-stddev-run" => Selection::MedianStddevRun,
                     "mean" => Selection::Mean,
                     _ => Selection::Median,
                 };

@@ -332,13 +332,52 @@ pub fn repetition_rule(study: &Study) -> String {
     }
 }
 
-fn quoted(values: &[f64], selection: Selection) -> Option<(f64, Option<stats::Interval>)> {
+/// The quoted figure of a cell and its interval. `stddevs`, aligned with
+/// `values`, are each repetition's standard deviation, for
+/// [`Selection::MedianStddevRun`].
+fn quoted(
+    values: &[f64],
+    stddevs: Option<&[f64]>,
+    selection: Selection,
+) -> Option<(f64, Option<stats::Interval>)> {
     let s = stats::summarize(values)?;
     Some(match selection {
         Selection::Median => (s.median, s.median_ci),
         Selection::Mean => (s.mean, s.mean_ci),
         Selection::MedianRun => (values[stats::median_run(values)?], None),
+        Selection::MedianStddevRun => match stddevs.and_then(stats::median_stddev_run) {
+            Some(i) => (values[i], None),
+            None => (values[stats::median_run(values)?], None),
+        },
     })
+}
+
+/// The metric holding the per-repetition standard deviation of `name`:
+/// `x_mean_unit` → `x_stddev_unit` (e.g. `rtt_half_mean_us` →
+/// `rtt_half_stddev_us`).
+fn stddev_companion(name: &str) -> Option<String> {
+    name.contains("_mean")
+        .then(|| name.replacen("_mean", "_stddev", 1))
+}
+
+/// `values` and its companion standard deviations, keeping only the
+/// repetitions where both are finite, so that they stay aligned.
+fn with_stddevs(all: &[f64], sd: Option<&Vec<f64>>) -> (Vec<f64>, Option<Vec<f64>>) {
+    match sd {
+        Some(sd) if sd.len() == all.len() => {
+            let (v, s): (Vec<f64>, Vec<f64>) = all
+                .iter()
+                .zip(sd)
+                .filter(|(v, s)| v.is_finite() && s.is_finite())
+                .map(|(v, s)| (*v, *s))
+                .unzip();
+            (v, Some(s))
+        }
+        _ => (
+            all.iter().copied().filter(|x| x.is_finite()).collect(),
+            None,
+        ),
+    }
 }
 
 fn sort_key(v: Option<&Value>) -> (f64, String) {
@@ -484,11 +523,17 @@ pub fn build(
                         });
                         cells.push(r.and_then(|r| {
                             let all = r.2.get(spec.name)?;
-                            let values: Vec<f64> =
-                                all.iter().copied().filter(|x| x.is_finite()).collect();
+                            let sd = stddev_companion(spec.name).and_then(|n| r.2.get(&n));
+                            let (values, stddevs) = match selection {
+                                Selection::MedianStddevRun => with_stddevs(all, sd),
+                                _ => (
+                                    all.iter().copied().filter(|x| x.is_finite()).collect(),
+                                    None,
+                                ),
+                            };
                             let failed =
                                 r.1.iter().filter(|s| s.status != SampleStatus::Ok).count();
-                            let (value, ci) = quoted(&values, selection)?;
+                            let (value, ci) = quoted(&values, stddevs.as_deref(), selection)?;
                             Some(Cell {
                                 value,
                                 ci,
@@ -609,4 +654,32 @@ pub(crate) fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<O
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 003's rule: of nine runs, the one with the median standard
+    /// deviation is quoted, whatever its mean.
+    #[test]
+    fn median_stddev_run_quotes_the_run_with_the_median_stddev() {
+        let means = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0];
+        let sds = [0.31, 0.12, 0.57, 0.44, 0.29, 0.90, 0.33, 0.21, 0.48];
+        // Sorted stddevs: .12 .21 .29 .31 .33 … → 0.33, run 6 (mean 16).
+        let (v, s) = with_stddevs(&means, Some(&sds.to_vec()));
+        let (value, ci) = quoted(&v, s.as_deref(), Selection::MedianStddevRun).unwrap();
+        assert_eq!((value, ci), (16.0, None));
+        // Without a companion metric: the median run.
+        let (value, _) = quoted(&means, None, Selection::MedianStddevRun).unwrap();
+        assert_eq!(value, 14.0);
+        // A failed repetition (NaN) drops from both, keeping them aligned.
+        let (v, s) = with_stddevs(&[1.0, f64::NAN, 3.0], Some(&vec![0.5, 0.1, 0.2]));
+        assert_eq!((v, s), (vec![1.0, 3.0], Some(vec![0.5, 0.2])));
+        assert_eq!(
+            stddev_companion("rtt_half_mean_us").as_deref(),
+            Some("rtt_half_stddev_us")
+        );
+        assert_eq!(stddev_companion("rtt_us"), None);
+    }
 }

@@ -65,6 +65,7 @@ pub(crate) fn selection_text(sel: Selection) -> &'static str {
     match sel {
         Selection::Median => "median of the repetitions",
         Selection::MedianRun => "the median run",
+        Selection::MedianStddevRun => "the run with the median standard deviation",
         Selection::Mean => "mean of the repetitions",
     }
 }
