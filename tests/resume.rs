@@ -90,7 +90,8 @@ fn interrupted_and_resumed_equals_uninterrupted() {
     loop {
         assert!(Instant::now() < deadline, "the run never got going");
         std::thread::sleep(Duration::from_millis(50));
-        // The preflight starts the two agents one after the other.
+        // Preflight starts one host's agent and collects its inventory
+        // before it starts the next: keep looking until both are up.
         if agents.len() < 2 {
             agents = children(child.id());
         }

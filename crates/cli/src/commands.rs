@@ -188,6 +188,34 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+        Command::Compare {
+            specs,
+            baseline,
+            fail_on_regression,
+            format,
+        } => crate::report_cmd::compare(
+            &cli.db,
+            &specs,
+            baseline.as_deref(),
+            fail_on_regression,
+            format.into(),
+        ),
+        Command::Report {
+            runs,
+            html,
+            md,
+            json,
+            csv,
+        } => crate::report_cmd::report(
+            &cli.db,
+            &runs,
+            &crate::report_cmd::Outputs {
+                html,
+                md,
+                json,
+                csv,
+            },
+        ),
         Command::Show { run, format } => {
             let store = open_store(&cli.db)?;
             let id = match run {
@@ -360,6 +388,6 @@ fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
     Ok(RunOptions { scale, quick })
 }
 
-fn open_store(path: &Path) -> Result<Store> {
+pub(crate) fn open_store(path: &Path) -> Result<Store> {
     Store::open(path).with_context(|| format!("cannot open the store {}", path.display()))
 }

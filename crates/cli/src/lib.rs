@@ -6,6 +6,7 @@ mod envcmd;
 mod envrun;
 mod hosts;
 mod progress;
+mod report_cmd;
 mod runner;
 
 use std::path::PathBuf;
@@ -127,6 +128,45 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: FormatArg,
+    },
+    /// Compare configurations of stored runs side by side: points matched
+    /// by workload and parameters, % advantage over the baseline with its
+    /// confidence interval and verdict.
+    Compare {
+        /// RUN (every configuration of the run) or RUN:CONFIG, two or more
+        /// columns in all.
+        #[arg(required = true, value_name = "RUN[:CONFIG]")]
+        specs: Vec<String>,
+        /// The column the others are compared with (default: the first).
+        #[arg(long, value_name = "RUN[:CONFIG]")]
+        baseline: Option<String>,
+        /// Exit with status 1 when a column is worse than the baseline
+        /// (verdict "worse") by more than this, e.g. 5%.
+        #[arg(long, value_name = "PCT", value_parser = report_cmd::parse_pct)]
+        fail_on_regression: Option<f64>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: FormatArg,
+    },
+    /// Write a run's report (several runs or RUN:CONFIG columns: their
+    /// comparison) as HTML, Markdown, JSON and CSV files.
+    Report {
+        /// Runs (the newest by default), or RUN:CONFIG columns.
+        #[arg(value_name = "RUN[:CONFIG]")]
+        runs: Vec<String>,
+        /// One self-contained HTML file (inline CSS and SVG charts).
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Markdown.
+        #[arg(long, value_name = "FILE")]
+        md: Option<PathBuf>,
+        /// JSON (the schema is docs/report.schema.json).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// A directory for tables.csv and repetitions.csv (every raw
+        /// repetition).
+        #[arg(long, value_name = "DIR")]
+        csv: Option<PathBuf>,
     },
     /// Print this host's inventory (the system-configuration appendix).
     Inventory {

@@ -94,6 +94,15 @@ impl Progress {
         }
     }
 
+    /// Unit `n` is not needed (adaptive repetitions stopped its point):
+    /// its time leaves the estimate, and the bar moves on silently.
+    pub(crate) fn skip(&mut self, n: usize, expected_s: f64) {
+        self.expected_total_s = (self.expected_total_s - expected_s).max(self.expected_done_s);
+        if let Some(b) = &self.bar {
+            b.set_position(n as u64 + 1);
+        }
+    }
+
     pub(crate) fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();

@@ -208,6 +208,7 @@ fn execute(
     let mut failed = 0;
     let mut stopped = false;
     let mut env = EnvControl::default();
+    let mut adaptive = AdaptiveState::load(store, run_id, reg)?;
     for (n, unit) in todo.iter().enumerate() {
         if interrupt.load(Ordering::Relaxed) {
             break;
@@ -215,6 +216,19 @@ fn execute(
         let point = &plan.points[unit.point];
         let entry = &study.workloads[point.workload];
         let config = &study.configurations[point.config];
+        let pkey = (point.config, point.workload, point.point);
+        if let Some(why) = adaptive.stop(entry, pkey) {
+            if adaptive.announce(pkey) {
+                store.add_event(
+                    run_id,
+                    &now_rfc3339(),
+                    "adaptive",
+                    &format!("{} · {} · {}: {why}", config.name, entry.name, point.label),
+                )?;
+            }
+            progress.skip(n, point.expected_s);
+            continue;
+        }
         let what = format!(
             "{} · {} · {} · rep {}/{}",
             config.name,
@@ -283,6 +297,14 @@ fn execute(
             },
         };
         let ended = now_rfc3339();
+        adaptive.record(
+            pkey,
+            outcome
+                .as_ref()
+                .ok()
+                .and_then(|s| headline(reg, &entry.kind, &point.params, s)),
+            !matches!(outcome, Err(UnitError::Interrupted)),
+        );
         let summary = match &outcome {
             Ok(sample) => {
                 store.record_sample(
@@ -384,6 +406,91 @@ fn execute(
         stopped,
         failed,
     })
+}
+
+/// The headline figure of a sample: its workload's first table metric
+/// (what the progress line shows and what adaptive repetitions watch).
+fn headline(reg: &Registry, kind: &str, params: &benchlab_core::Params, s: &Sample) -> Option<f64> {
+    let spec = reg.get(kind)?.table_metrics(params).into_iter().next()?;
+    s.metrics.get(spec.name).copied().filter(|v| v.is_finite())
+}
+
+/// Adaptive repetitions: per point (configuration, workload, point), the
+/// headline figures of its successful repetitions and how many were run,
+/// loaded from the store so that `--resume` continues the same rule.
+struct AdaptiveState {
+    points: BTreeMap<(usize, usize, usize), (Vec<f64>, u32)>,
+    announced: std::collections::BTreeSet<(usize, usize, usize)>,
+}
+
+impl AdaptiveState {
+    fn load(store: &Store, run_id: i64, reg: &Registry) -> Result<AdaptiveState> {
+        let mut points = BTreeMap::new();
+        let rows = store.points(run_id)?;
+        for s in store.samples(run_id)? {
+            let Some(p) = rows.iter().find(|p| p.id == s.point_id) else {
+                continue;
+            };
+            let e: &mut (Vec<f64>, u32) = points
+                .entry((p.config_idx, p.workload_idx, p.point_idx))
+                .or_default();
+            e.1 += 1;
+            if s.status == SampleStatus::Ok {
+                let spec = reg
+                    .get(&p.kind)
+                    .and_then(|w| w.table_metrics(&p.params).into_iter().next());
+                if let Some(v) = spec.and_then(|m| s.metrics.get(m.name)) {
+                    e.0.push(*v);
+                }
+            }
+        }
+        Ok(AdaptiveState {
+            points,
+            announced: Default::default(),
+        })
+    }
+
+    /// Why the point needs no more repetitions, if it does not.
+    fn stop(
+        &self,
+        entry: &benchlab_core::study::WorkloadEntry,
+        key: (usize, usize, usize),
+    ) -> Option<String> {
+        let a = entry.adaptive?;
+        let rule = benchlab_stats::StopRule::new(a.min, a.max, a.target_ci_pct)?;
+        let (values, attempts) = self.points.get(&key).cloned().unwrap_or_default();
+        let half = benchlab_stats::half_width_pct(&values)
+            .map(|h| format!("±{h:.2}%"))
+            .unwrap_or_else(|| "no interval".into());
+        match benchlab_stats::should_stop(&values, attempts, &rule) {
+            benchlab_stats::StopDecision::Continue => None,
+            benchlab_stats::StopDecision::TargetReached => Some(format!(
+                "stopped after {} repetition(s): 95% interval {half} ≤ ±{}%",
+                values.len(),
+                a.target_ci_pct
+            )),
+            benchlab_stats::StopDecision::CapReached => Some(format!(
+                "stopped at the cap of {} repetition(s): 95% interval {half}",
+                a.max
+            )),
+        }
+    }
+
+    /// Whether this is the first time the point stops (for one event).
+    fn announce(&mut self, key: (usize, usize, usize)) -> bool {
+        self.announced.insert(key)
+    }
+
+    fn record(&mut self, key: (usize, usize, usize), value: Option<f64>, ran: bool) {
+        if !ran {
+            return;
+        }
+        let e = self.points.entry(key).or_default();
+        e.1 += 1;
+        if let Some(v) = value {
+            e.0.push(v);
+        }
+    }
 }
 
 fn sleep_interruptibly(d: Duration, interrupt: &AtomicBool) {
@@ -635,7 +742,7 @@ pub(crate) fn report(
     let run = store.run(run_id)?;
     let study = Study::parse(&run.study_file, &run.study_text, reg)
         .context("the stored study file no longer validates with this benchlab")?;
-    Ok(benchlab_report::build(
+    let mut r = benchlab_report::build(
         &run,
         &study,
         reg,
@@ -643,5 +750,46 @@ pub(crate) fn report(
         &store.points(run_id)?,
         &store.samples(run_id)?,
         &store.hosts(run_id)?,
-    ))
+    );
+    r.settings = settings_changed(store, &study, run_id)?;
+    Ok(r)
+}
+
+/// What each configuration changed on each host, once per setting (an
+/// interleaved study applies a configuration at every repetition), with
+/// any revert that failed.
+fn settings_changed(
+    store: &Store,
+    study: &Study,
+    run_id: i64,
+) -> Result<Vec<benchlab_report::model::SettingChange>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for row in store.setting_changes(run_id)? {
+        let keep = row.phase == "apply" || row.status == "revert failed";
+        if !keep
+            || !seen.insert((
+                row.config_idx,
+                row.host.clone(),
+                row.setting.clone(),
+                row.phase.clone(),
+            ))
+        {
+            continue;
+        }
+        out.push(benchlab_report::model::SettingChange {
+            configuration: study
+                .configurations
+                .get(row.config_idx)
+                .map(|c| c.name.clone())
+                .unwrap_or_else(|| format!("#{}", row.config_idx)),
+            host: row.host,
+            setting: row.setting,
+            before: row.before,
+            after: row.after,
+            status: row.status,
+            note: (!row.note.is_empty()).then_some(row.note),
+        });
+    }
+    Ok(out)
 }

@@ -62,6 +62,12 @@ pub enum Selection {
     Median,
     /// The repetition whose figure is the median (seeds 000, 001).
     MedianRun,
+    /// The repetition whose standard deviation is the median (seed 003:
+    /// "chose the run which corresponded to the median standard
+    /// deviation"); the standard deviation of a metric `x_mean_…` is its
+    /// companion `x_stddev_…`. Metrics without one fall back to the median
+    /// run.
+    MedianStddevRun,
     /// The mean of the repetitions.
     Mean,
 }
@@ -76,11 +82,29 @@ pub enum OnError {
     Stop,
 }
 
+/// Adaptive repetitions (`repetitions = { min = 3, max = 10, target_ci =
+/// "2%" }`): repeat a point until the 95 % confidence interval of its
+/// headline figure is within ±`target_ci_pct` % of it, between `min` and
+/// `max` repetitions. The stop rule itself is `benchlab_stats::should_stop`.
+///
+/// Invariant: `1 <= min <= max`, `target_ci_pct > 0`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Adaptive {
+    /// Fewest repetitions.
+    pub min: u32,
+    /// Most repetitions (the planned count).
+    pub max: u32,
+    /// Target half-width of the interval, in percent of the figure.
+    pub target_ci_pct: f64,
+}
+
 /// The study's `[defaults]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Defaults {
-    /// Repetitions of every point.
+    /// Repetitions of every point (with `adaptive`: the most).
     pub repetitions: u32,
+    /// Adaptive repetitions, when `repetitions` is a table.
+    pub adaptive: Option<Adaptive>,
     /// Warm-up before each measured interval, s.
     pub warmup_s: f64,
     /// Pause between points, s.
@@ -178,8 +202,10 @@ pub struct WorkloadEntry {
     pub name: String,
     /// The workload kind.
     pub kind: String,
-    /// Repetitions of each point.
+    /// Repetitions of each point (with `adaptive`: the most).
     pub repetitions: u32,
+    /// Adaptive repetitions, when `repetitions` is a table.
+    pub adaptive: Option<Adaptive>,
     /// Pause after each unit, s.
     pub quiesce_s: f64,
     /// The parameter that forms table rows.
@@ -292,6 +318,73 @@ impl Ctx<'_> {
                 format!("`{s}` is not allowed (allowed: {})", quoted_list(allowed)),
             ))
         }
+    }
+
+    /// `repetitions`: an integer ≥ 1, or `{ min, max, target_ci }`.
+    fn repetitions(&self, v: &Val, path: &str) -> Result<(u32, Option<Adaptive>), StudyError> {
+        const KEYS: &[&str] = &["min", "max", "target_ci"];
+        let DeValue::Table(t) = v.get_ref() else {
+            // Not a table: the integer form, with its own errors, which
+            // mention the table form too.
+            return self.count(v, path, 1).map(|n| (n as u32, None)).map_err(|mut e| {
+                e.message = format!(
+                    "{} (or a table {{ min = 3, max = 10, target_ci = \"2%\" }} for adaptive repetitions; allowed keys: {})",
+                    e.message,
+                    KEYS.join(", ")
+                );
+                e
+            });
+        };
+        self.check_keys(t, path, KEYS)?;
+        let min = match t.get("min") {
+            Some(x) => self.count(x, &join(path, "min"), 1)? as u32,
+            None => DEFAULT_REPETITIONS,
+        };
+        let Some(max_v) = t.get("max") else {
+            return Err(self.err(
+                v.span(),
+                path,
+                "adaptive repetitions need `max` (allowed keys: min, max, target_ci)",
+            ));
+        };
+        let max = self.count(max_v, &join(path, "max"), 1)? as u32;
+        if max < min {
+            return Err(self.err(
+                max_v.span(),
+                &join(path, "max"),
+                format!("{max} is less than min = {min}"),
+            ));
+        }
+        let Some(target) = t.get("target_ci") else {
+            return Err(self.err(
+                v.span(),
+                path,
+                "adaptive repetitions need `target_ci`, e.g. \"2%\" (allowed keys: min, max, target_ci)",
+            ));
+        };
+        let tpath = join(path, "target_ci");
+        let pct = match target.get_ref() {
+            DeValue::String(s) => s
+                .trim()
+                .strip_suffix('%')
+                .and_then(|n| n.trim().parse::<f64>().ok()),
+            _ => None,
+        };
+        let Some(pct) = pct.filter(|p| p.is_finite() && *p > 0.0) else {
+            return Err(self.err(
+                target.span(),
+                &tpath,
+                "expected a positive percentage such as \"2%\" (the 95 % interval's half-width relative to the figure)",
+            ));
+        };
+        Ok((
+            max,
+            Some(Adaptive {
+                min,
+                max,
+                target_ci_pct: pct,
+            }),
+        ))
     }
 
     fn count(&self, v: &Val, path: &str, min: i64) -> Result<i64, StudyError> {
@@ -520,7 +613,7 @@ const WORKLOAD_RESERVED: &[&str] = &[
     "targets",
 ];
 const ORDERS: &[&str] = &["sequential", "interleaved"];
-const SELECTIONS: &[&str] = &["median", "median-run", "mean"];
+const SELECTIONS: &[&str] = &["median", "median-run", "median-stddev-run", "mean"];
 const ON_ERRORS: &[&str] = &["continue", "stop"];
 
 impl Study {
@@ -595,6 +688,7 @@ impl Study {
         // [defaults]
         let mut defaults = Defaults {
             repetitions: DEFAULT_REPETITIONS,
+            adaptive: None,
             warmup_s: DEFAULT_WARMUP_S,
             quiesce_s: DEFAULT_QUIESCE_S,
             duration_s: DEFAULT_DURATION_S,
@@ -605,7 +699,8 @@ impl Study {
             let t = cx.table(v, "defaults")?;
             cx.check_keys(t, "defaults", DEFAULT_KEYS)?;
             if let Some(x) = t.get("repetitions") {
-                defaults.repetitions = cx.count(x, "defaults.repetitions", 1)? as u32;
+                (defaults.repetitions, defaults.adaptive) =
+                    cx.repetitions(x, "defaults.repetitions")?;
             }
             if let Some(x) = t.get("warmup_s") {
                 defaults.warmup_s = cx.seconds(x, "defaults.warmup_s")?;
@@ -626,6 +721,7 @@ impl Study {
             if let Some(x) = t.get("select") {
                 defaults.select = match cx.choice(x, "defaults.select", SELECTIONS)?.as_str() {
                     "median-run" => Selection::MedianRun,
+                    "median-stddev-run" => Selection::MedianStddevRun,
                     "mean" => Selection::Mean,
                     _ => Selection::Median,
                 };
@@ -852,9 +948,9 @@ impl Study {
                     ),
                 ));
             }
-            let repetitions = match t.get("repetitions") {
-                Some(r) => cx.count(r, &format!("{path}.repetitions"), 1)? as u32,
-                None => defaults.repetitions,
+            let (repetitions, adaptive) = match t.get("repetitions") {
+                Some(r) => cx.repetitions(r, &format!("{path}.repetitions"))?,
+                None => (defaults.repetitions, defaults.adaptive),
             };
             let quiesce_s = match t.get("quiesce_s") {
                 Some(q) => cx.seconds(q, &format!("{path}.quiesce_s"))?,
@@ -979,6 +1075,7 @@ impl Study {
                 name,
                 kind,
                 repetitions,
+                adaptive,
                 quiesce_s,
                 rows,
                 axes,

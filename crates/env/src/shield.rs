@@ -304,23 +304,27 @@ pub fn setup(
                 },
             )?;
             let (moved, stuck) = sys::move_tasks(&root_tasks, &format!("{rest_dir}/tasks"));
-            let mut names: Vec<String> = stuck
-                .iter()
-                .map(|(t, _)| {
-                    fs::read_to_string(format!("/proc/{t}/comm"))
-                        .map(|c| c.trim().to_string())
-                        .unwrap_or_else(|_| t.to_string())
-                })
-                .collect();
-            names.sort();
-            names.dedup();
+            // Per-CPU kernel threads, counted by kind (`kworker/1:3-events`
+            // is a kworker): the full list of ids is not worth a report line.
+            let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+            for (t, _) in &stuck {
+                let comm = fs::read_to_string(format!("/proc/{t}/comm"))
+                    .map(|c| c.trim().to_string())
+                    .unwrap_or_else(|_| "(exited)".into());
+                let kind = comm.split('/').next().unwrap_or(&comm).to_string();
+                *kinds.entry(kind).or_default() += 1;
+            }
             let note = if stuck.is_empty() {
                 String::new()
             } else {
                 format!(
                     "{} task(s) could not move (per-CPU kernel threads): {}",
                     stuck.len(),
-                    names.join(", ")
+                    kinds
+                        .iter()
+                        .map(|(k, n)| format!("{k} ×{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             };
             report(

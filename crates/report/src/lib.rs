@@ -3,6 +3,9 @@
 //! their confidence intervals and verdicts), which the renderers turn into
 //! text. Rendering never measures and never queries.
 
+pub mod compare;
+pub mod html;
+pub mod import;
 pub mod model;
 pub mod render;
 

@@ -68,12 +68,19 @@ pub struct Table {
     pub better: Better,
     /// Decimals shown.
     pub decimals: usize,
+    /// Decimals of the "% advantage" columns.
+    #[serde(default = "two")]
+    pub advantage_decimals: usize,
     /// Configuration names, in study order.
     pub columns: Vec<String>,
     /// Rows in sweep order.
     pub rows: Vec<Row>,
     /// The "Average" row over all rows, when the workload has one.
     pub average: Option<Row>,
+}
+
+fn two() -> usize {
+    2
 }
 
 /// A repetition that did not produce a figure.
@@ -112,6 +119,145 @@ pub struct PointResult {
     pub summaries: BTreeMap<String, stats::Summary>,
 }
 
+/// A setting a configuration changed on a host, before → after (the
+/// environment layer records these when it applies a profile; the store
+/// keeps them per run, configuration and host).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingChange {
+    /// Configuration name.
+    pub configuration: String,
+    /// Host name.
+    pub host: String,
+    /// The setting (`sysctl net.core.rmem_max`, `cpufreq governor`, …).
+    pub setting: String,
+    /// Its value before the configuration was applied (None: absent).
+    pub before: Option<String>,
+    /// Its value while the configuration ran (None: removed).
+    pub after: Option<String>,
+    /// `applied`, `skipped` or `failed`.
+    pub status: String,
+    /// Why it was skipped or failed, or any other remark.
+    pub note: Option<String>,
+}
+
+/// Quantiles shown in latency-distribution charts, with their labels.
+pub const LATENCY_QUANTILES: [(f64, &str); 9] = [
+    (0.0, "min"),
+    (0.1, "p10"),
+    (0.25, "p25"),
+    (0.5, "p50"),
+    (0.75, "p75"),
+    (0.9, "p90"),
+    (0.99, "p99"),
+    (0.999, "p99.9"),
+    (1.0, "max"),
+];
+
+/// Most time-series points a report keeps per view (evenly thinned), so
+/// that an HTML report stays small.
+pub const MAX_SERIES_POINTS: usize = 400;
+
+/// The latency distribution and time series of one repetition of one
+/// point (the median run of its headline figure): the data of the latency
+/// and jitter charts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyView {
+    /// Configuration name.
+    pub configuration: String,
+    /// Workload name.
+    pub workload: String,
+    /// Point label.
+    pub point: String,
+    /// The repetition shown.
+    pub repetition: u32,
+    /// Histogram name (e.g. `rtt_half`).
+    pub name: String,
+    /// Values at [`LATENCY_QUANTILES`], in µs (from the HDR histogram,
+    /// three significant digits; min and max exact).
+    pub quantiles_us: Vec<f64>,
+    /// The time series in µs, thinned to at most [`MAX_SERIES_POINTS`].
+    pub series_us: Vec<f64>,
+    /// Observations between two series points.
+    pub series_stride: u64,
+}
+
+/// Latency views of every point whose sides recorded histograms: for each
+/// point, the median run of its headline metric (the first table metric),
+/// whose side results `side_results(point_id, repetition)` supplies.
+pub fn latency_views(
+    points: &[PointRow],
+    samples: &[SampleRow],
+    registry: &Registry,
+    mut side_results: impl FnMut(i64, u32) -> Vec<(String, benchlab_core::SideResult)>,
+    configurations: &[ConfigRow],
+) -> Vec<LatencyView> {
+    let mut out = Vec::new();
+    for p in points {
+        let Some(wl) = registry.get(&p.kind) else {
+            continue;
+        };
+        let Some(spec) = wl.table_metrics(&p.params).into_iter().next() else {
+            continue;
+        };
+        let reps: Vec<&SampleRow> = samples
+            .iter()
+            .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
+            .collect();
+        let values: Vec<f64> = reps
+            .iter()
+            .map(|s| s.metrics.get(spec.name).copied().unwrap_or(f64::NAN))
+            .collect();
+        let Some(i) = stats::median_run(&values) else {
+            continue;
+        };
+        let rep = reps[i].repetition;
+        for (side, r) in side_results(p.id, rep) {
+            for (name, h) in &r.histograms {
+                let Ok(hist) = h.decode() else { continue };
+                if h.count == 0 {
+                    continue;
+                }
+                let quantiles_us = LATENCY_QUANTILES
+                    .iter()
+                    .map(|(q, _)| match *q {
+                        0.0 => h.min as f64 / 1e3,
+                        1.0 => h.max as f64 / 1e3,
+                        q => hist.value_at_quantile(q) as f64 / 1e3,
+                    })
+                    .collect();
+                let (series_us, series_stride) = match r.series.get(name) {
+                    Some(s) => {
+                        let step = s.values.len().div_ceil(MAX_SERIES_POINTS).max(1);
+                        (
+                            s.values
+                                .iter()
+                                .step_by(step)
+                                .map(|v| *v as f64 / 1e3)
+                                .collect(),
+                            s.stride * step as u64,
+                        )
+                    }
+                    None => (Vec::new(), 0),
+                };
+                out.push(LatencyView {
+                    configuration: configurations
+                        .get(p.config_idx)
+                        .map(|c| c.name.clone())
+                        .unwrap_or_default(),
+                    workload: p.workload_name.clone(),
+                    point: p.label.clone(),
+                    repetition: rep,
+                    name: format!("{name} ({side})"),
+                    quantiles_us,
+                    series_us,
+                    series_stride,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// A whole run, ready to render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -130,15 +276,108 @@ pub struct RunReport {
     /// Every host of the run with its roles and inventory (the
     /// system-configuration appendix).
     pub hosts: Vec<HostRow>,
+    /// How many repetitions each point got, in words (the methodology
+    /// appendix states it with the n of every figure).
+    #[serde(default)]
+    pub repetition_rule: String,
+    /// The settings each configuration changed (empty when none did, or
+    /// when the store does not record them).
+    #[serde(default)]
+    pub settings: Vec<SettingChange>,
+    /// The run's events (started, resumed, interrupted, completed), as
+    /// (time, kind, message).
+    #[serde(default)]
+    pub events: Vec<(String, String, String)>,
+    /// Latency distributions and time series (ping-pong and other
+    /// workloads that record histograms), for the HTML charts.
+    #[serde(default)]
+    pub latency: Vec<LatencyView>,
 }
 
-fn quoted(values: &[f64], selection: Selection) -> Option<(f64, Option<stats::Interval>)> {
+/// The repetition rule of a study, in words.
+pub fn repetition_rule(study: &Study) -> String {
+    let describe = |w: &benchlab_core::study::WorkloadEntry| match w.adaptive {
+        Some(a) => stats::StopRule::new(a.min, a.max, a.target_ci_pct)
+            .map(|r| r.describe())
+            .unwrap_or_default(),
+        None => format!("a fixed {} repetition(s) per point", w.repetitions),
+    };
+    if study.workloads.iter().any(|w| w.adaptive.is_some()) {
+        let mut rules: Vec<String> = study.workloads.iter().map(describe).collect();
+        rules.dedup();
+        if rules.len() == 1 {
+            return rules.remove(0);
+        }
+        return study
+            .workloads
+            .iter()
+            .map(|w| format!("{}: {}", w.name, describe(w)))
+            .collect::<Vec<_>>()
+            .join("; ");
+    }
+    let mut counts: Vec<u32> = study.workloads.iter().map(|w| w.repetitions).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    match counts.as_slice() {
+        [] => "no workloads".into(),
+        [n] => format!("a fixed {n} repetition(s) per point"),
+        _ => {
+            let per: Vec<String> = study
+                .workloads
+                .iter()
+                .map(|w| format!("{} {}", w.name, w.repetitions))
+                .collect();
+            format!("fixed repetitions per point: {}", per.join(", "))
+        }
+    }
+}
+
+/// The quoted figure of a cell and its interval. `stddevs`, aligned with
+/// `values`, are each repetition's standard deviation, for
+/// [`Selection::MedianStddevRun`].
+fn quoted(
+    values: &[f64],
+    stddevs: Option<&[f64]>,
+    selection: Selection,
+) -> Option<(f64, Option<stats::Interval>)> {
     let s = stats::summarize(values)?;
     Some(match selection {
         Selection::Median => (s.median, s.median_ci),
         Selection::Mean => (s.mean, s.mean_ci),
         Selection::MedianRun => (values[stats::median_run(values)?], None),
+        Selection::MedianStddevRun => match stddevs.and_then(stats::median_stddev_run) {
+            Some(i) => (values[i], None),
+            None => (values[stats::median_run(values)?], None),
+        },
     })
+}
+
+/// The metric holding the per-repetition standard deviation of `name`:
+/// `x_mean_unit` → `x_stddev_unit` (e.g. `rtt_half_mean_us` →
+/// `rtt_half_stddev_us`).
+fn stddev_companion(name: &str) -> Option<String> {
+    name.contains("_mean")
+        .then(|| name.replacen("_mean", "_stddev", 1))
+}
+
+/// `values` and its companion standard deviations, keeping only the
+/// repetitions where both are finite, so that they stay aligned.
+fn with_stddevs(all: &[f64], sd: Option<&Vec<f64>>) -> (Vec<f64>, Option<Vec<f64>>) {
+    match sd {
+        Some(sd) if sd.len() == all.len() => {
+            let (v, s): (Vec<f64>, Vec<f64>) = all
+                .iter()
+                .zip(sd)
+                .filter(|(v, s)| v.is_finite() && s.is_finite())
+                .map(|(v, s)| (*v, *s))
+                .unzip();
+            (v, Some(s))
+        }
+        _ => (
+            all.iter().copied().filter(|x| x.is_finite()).collect(),
+            None,
+        ),
+    }
 }
 
 fn sort_key(v: Option<&Value>) -> (f64, String) {
@@ -284,11 +523,17 @@ pub fn build(
                         });
                         cells.push(r.and_then(|r| {
                             let all = r.2.get(spec.name)?;
-                            let values: Vec<f64> =
-                                all.iter().copied().filter(|x| x.is_finite()).collect();
+                            let sd = stddev_companion(spec.name).and_then(|n| r.2.get(&n));
+                            let (values, stddevs) = match selection {
+                                Selection::MedianStddevRun => with_stddevs(all, sd),
+                                _ => (
+                                    all.iter().copied().filter(|x| x.is_finite()).collect(),
+                                    None,
+                                ),
+                            };
                             let failed =
                                 r.1.iter().filter(|s| s.status != SampleStatus::Ok).count();
-                            let (value, ci) = quoted(&values, selection)?;
+                            let (value, ci) = quoted(&values, stddevs.as_deref(), selection)?;
                             Some(Cell {
                                 value,
                                 ci,
@@ -304,41 +549,9 @@ pub fn build(
                         advantages,
                     });
                 }
-                let average = wl.average_row().then(|| {
-                    let cells: Vec<Option<Cell>> = (0..configurations.len())
-                        .map(|c| {
-                            let vals: Vec<f64> = rows
-                                .iter()
-                                .filter_map(|r| r.cells[c].as_ref().map(|x| x.value))
-                                .collect();
-                            (vals.len() == rows.len() && !vals.is_empty()).then(|| Cell {
-                                value: stats::mean(&vals).unwrap_or(f64::NAN),
-                                ci: None,
-                                values: vals,
-                                failed: 0,
-                            })
-                        })
-                        .collect();
-                    // The seeds compute the Average row's advantage from the
-                    // averages, not by averaging the advantages.
-                    let advantages = cells
-                        .iter()
-                        .skip(1)
-                        .map(|c| match (c, &cells[0]) {
-                            (Some(a), Some(b)) => stats::advantage_pct(a.value, b.value, sbetter)
-                                .map(|pct| Advantage {
-                                    pct,
-                                    comparison: None,
-                                }),
-                            _ => None,
-                        })
-                        .collect();
-                    Row {
-                        label: "Average".into(),
-                        cells,
-                        advantages,
-                    }
-                });
+                let average = wl
+                    .average_row()
+                    .then(|| average_row(&rows, configurations.len(), sbetter));
                 tables.push(Table {
                     workload: entry.name.clone(),
                     kind: entry.kind.clone(),
@@ -348,6 +561,7 @@ pub fn build(
                     row_param: entry.rows.clone(),
                     better,
                     decimals: spec.decimals,
+                    advantage_decimals: 2,
                     columns: configurations.iter().map(|c| c.name.clone()).collect(),
                     rows,
                     average,
@@ -376,10 +590,56 @@ pub fn build(
         points,
         failures,
         hosts: hosts.to_vec(),
+        repetition_rule: repetition_rule(study),
+        settings: Vec::new(),
+        events: Vec::new(),
+        latency: Vec::new(),
     }
 }
 
-fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
+/// The "Average" row over a table's rows: per configuration the mean of the
+/// quoted figures (seed 000's "Average" rows), present only when every row
+/// has a figure. The seeds compute its advantage from the averages, not by
+/// averaging the advantages (32.93 % against 32.92 % in Figure 9), and so
+/// does benchlab.
+pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -> Row {
+    let cells: Vec<Option<Cell>> = (0..columns)
+        .map(|c| {
+            let vals: Vec<f64> = rows
+                .iter()
+                .filter_map(|r| r.cells[c].as_ref().map(|x| x.value))
+                .collect();
+            (vals.len() == rows.len() && !vals.is_empty()).then(|| Cell {
+                value: stats::mean(&vals).unwrap_or(f64::NAN),
+                ci: None,
+                values: vals,
+                failed: 0,
+            })
+        })
+        .collect();
+    let advantages = cells
+        .iter()
+        .skip(1)
+        .map(|c| match (c, &cells[0]) {
+            (Some(a), Some(b)) => {
+                stats::advantage_pct(a.value, b.value, better).map(|pct| Advantage {
+                    pct,
+                    comparison: None,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    Row {
+        label: "Average".into(),
+        cells,
+        advantages,
+    }
+}
+
+/// Each configuration's advantage over the first (the baseline), with the
+/// comparison of their repetitions when both have at least two.
+pub(crate) fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
     cells
         .iter()
         .skip(1)
@@ -394,4 +654,32 @@ fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advan
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 003's rule: of nine runs, the one with the median standard
+    /// deviation is quoted, whatever its mean.
+    #[test]
+    fn median_stddev_run_quotes_the_run_with_the_median_stddev() {
+        let means = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0];
+        let sds = [0.31, 0.12, 0.57, 0.44, 0.29, 0.90, 0.33, 0.21, 0.48];
+        // Sorted stddevs: .12 .21 .29 .31 .33 … → 0.33, run 6 (mean 16).
+        let (v, s) = with_stddevs(&means, Some(&sds.to_vec()));
+        let (value, ci) = quoted(&v, s.as_deref(), Selection::MedianStddevRun).unwrap();
+        assert_eq!((value, ci), (16.0, None));
+        // Without a companion metric: the median run.
+        let (value, _) = quoted(&means, None, Selection::MedianStddevRun).unwrap();
+        assert_eq!(value, 14.0);
+        // A failed repetition (NaN) drops from both, keeping them aligned.
+        let (v, s) = with_stddevs(&[1.0, f64::NAN, 3.0], Some(&vec![0.5, 0.1, 0.2]));
+        assert_eq!((v, s), (vec![1.0, 3.0], Some(vec![0.5, 0.2])));
+        assert_eq!(
+            stddev_companion("rtt_half_mean_us").as_deref(),
+            Some("rtt_half_stddev_us")
+        );
+        assert_eq!(stddev_companion("rtt_us"), None);
+    }
 }

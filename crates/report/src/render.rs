@@ -61,15 +61,16 @@ pub fn group_thousands(x: f64, decimals: usize) -> String {
     out
 }
 
-fn selection_text(sel: Selection) -> &'static str {
+pub(crate) fn selection_text(sel: Selection) -> &'static str {
     match sel {
         Selection::Median => "median of the repetitions",
         Selection::MedianRun => "the median run",
+        Selection::MedianStddevRun => "the run with the median standard deviation",
         Selection::Mean => "mean of the repetitions",
     }
 }
 
-fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
+pub(crate) fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
     match c {
         None => "-".into(),
         Some(c) => {
@@ -92,22 +93,26 @@ fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> String {
     }
 }
 
-fn advantage_text(a: &Option<Advantage>) -> String {
+pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
     match a {
         None => "-".into(),
         Some(a) => {
-            let mark = match a.comparison.as_ref().map(|c| c.verdict) {
-                Some(Verdict::WithinNoise) => " ≈",
-                Some(Verdict::Better) | Some(Verdict::Worse) => "",
-                _ => " ?",
+            let mark = match a.comparison.as_ref() {
+                Some(c) if c.verdict == Verdict::WithinNoise => " ≈",
+                Some(c) if c.small_n() => " †",
+                Some(_) => "",
+                None => " ?",
             };
-            format!("{}%{mark}", group_thousands(a.pct, 2))
+            format!("{}%{mark}", group_thousands(a.pct, decimals))
         }
     }
 }
 
-fn title_of(t: &Table) -> String {
-    let mut s = format!("{} · {}", t.workload, t.title);
+pub(crate) fn title_of(t: &Table) -> String {
+    let mut s = t.workload.clone();
+    if !t.title.is_empty() {
+        let _ = write!(s, " · {}", t.title);
+    }
     if !t.fixed.is_empty() {
         let _ = write!(s, " · {}", t.fixed);
     }
@@ -126,8 +131,50 @@ fn header(t: &Table) -> Vec<String> {
 fn row_cells(t: &Table, r: &Row, with_ci: bool) -> Vec<String> {
     let mut v = vec![r.label.clone()];
     v.extend(r.cells.iter().map(|c| cell_text(c, t.decimals, with_ci)));
-    v.extend(r.advantages.iter().map(advantage_text));
+    v.extend(
+        r.advantages
+            .iter()
+            .map(|a| advantage_text(a, t.advantage_decimals)),
+    );
     v
+}
+
+/// Markdown rows: as [`row_cells`], plus the n of figures with fewer
+/// repetitions than the table's most, and each advantage's 95 % interval.
+fn row_cells_md(t: &Table, r: &Row, max_n: usize) -> Vec<String> {
+    let mut v = vec![r.label.clone()];
+    v.extend(r.cells.iter().map(|c| {
+        let mut s = cell_text(c, t.decimals, true);
+        if let Some(c) = c {
+            if c.values.len() < max_n && r.label != "Average" {
+                let _ = write!(s, " n={}", c.values.len());
+            }
+        }
+        s
+    }));
+    v.extend(r.advantages.iter().map(|a| {
+        let mut s = advantage_text(a, t.advantage_decimals);
+        if let Some(ci) = a
+            .as_ref()
+            .and_then(|a| a.comparison.as_ref())
+            .and_then(|c| c.ci_pct.as_ref())
+        {
+            let _ = write!(s, " [{:+.2}, {:+.2}]", ci.lo, ci.hi);
+        }
+        s
+    }));
+    v
+}
+
+/// The number of repetitions behind a table's figures (min, max).
+fn n_range(t: &Table) -> Option<(usize, usize)> {
+    let ns: Vec<usize> = t
+        .rows
+        .iter()
+        .flat_map(|r| r.cells.iter().flatten())
+        .map(|c| c.values.len())
+        .collect();
+    Some((*ns.iter().min()?, *ns.iter().max()?))
 }
 
 /// When some intervals are below 95 % confidence (a median from fewer
@@ -149,7 +196,7 @@ fn confidence_note(t: &Table) -> Option<String> {
 
 fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it (not a real difference); ? = too few repetitions to tell.\n",
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no significant difference (the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it, or a Mann-Whitney test that could decide finds p > 0.05); † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
     )
@@ -259,23 +306,93 @@ fn markdown(report: &RunReport) -> String {
         r.started_at,
         r.ended_at.as_deref().unwrap_or("…")
     );
+    if !report.repetition_rule.is_empty() {
+        let _ = writeln!(out, "Repetitions: {}.\n", report.repetition_rule);
+    }
     for t in &report.tables {
         let _ = writeln!(out, "## {}\n", title_of(t));
         let h = header(t);
         let _ = writeln!(out, "| {} |", h.join(" | "));
         let _ = writeln!(out, "|{}", "---:|".repeat(h.len()));
+        let (min_n, max_n) = n_range(t).unwrap_or((0, 0));
         for row in t.rows.iter().chain(t.average.iter()) {
-            let _ = writeln!(out, "| {} |", row_cells(t, row, true).join(" | "));
+            let _ = writeln!(out, "| {} |", row_cells_md(t, row, max_n).join(" | "));
+        }
+        if min_n == max_n {
+            let _ = writeln!(out, "\nn = {max_n} repetition(s) per figure.");
+        } else {
+            let _ = writeln!(
+                out,
+                "\nn = {min_n} to {max_n} repetitions per figure; n is shown where below {max_n}."
+            );
         }
         if let Some(note) = confidence_note(t) {
-            let _ = writeln!(out, "\n{note}");
+            let _ = writeln!(out, "{note}");
         }
         out.push('\n');
     }
     out.push_str(&legend(report));
+    out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
     appendix(report, &mut out);
+    settings_md(report, &mut out);
+    methodology_md(report, &mut out);
     out
+}
+
+/// The settings each configuration changed, before → after.
+fn settings_md(report: &RunReport, out: &mut String) {
+    if report.settings.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n### Settings changed by each configuration\n");
+    let _ = writeln!(
+        out,
+        "| configuration | host | setting | before → after | status | note |\n|---|---|---|---|---|---|"
+    );
+    for s in &report.settings {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} → {} | {} | {} |",
+            s.configuration,
+            s.host,
+            s.setting,
+            s.before.as_deref().unwrap_or("(absent)"),
+            s.after.as_deref().unwrap_or("(absent)"),
+            s.status,
+            s.note.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// Appendix B: the rules and methods behind every figure, and the study
+/// file verbatim.
+fn methodology_md(report: &RunReport, out: &mut String) {
+    let r = &report.run;
+    let _ = writeln!(out, "\n## Appendix B — methodology\n");
+    let _ = writeln!(
+        out,
+        "- benchlab {}; run {} started {}, ended {}.",
+        r.benchlab_version,
+        r.id,
+        r.started_at,
+        r.ended_at.as_deref().unwrap_or("(not finished)")
+    );
+    let _ = writeln!(out, "- Repetitions: {}.", report.repetition_rule);
+    let _ = writeln!(
+        out,
+        "- Quoted figure: {}.",
+        selection_text(report.selection)
+    );
+    let _ = writeln!(out, "- Advantage intervals: Fieller's 95% interval for the ratio of means (Welch degrees of freedom); verdicts need the whole interval beyond ±{NOISE_PCT}% and no contradiction from a two-sided Mann-Whitney U test at p ≤ 0.05 (see docs/methods.md).");
+    if !r.study_text.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThe study file ({}):\n\n```toml\n{}\n```",
+            r.study_file,
+            r.study_text.trim_end()
+        );
+    }
 }
 
 /// Appendix A of the seeds: every host's system configuration, one column
@@ -341,6 +458,35 @@ fn csv(report: &RunReport) -> String {
                         .and_then(|c| serde_json::to_value(c.verdict).ok())
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_default(),
+                ];
+                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+                let _ = writeln!(out, "{}", line.join(","));
+            }
+        }
+    }
+    out
+}
+
+/// Every raw repetition of every point and metric, one line each (failed
+/// repetitions with an empty value): the data behind every figure.
+pub fn repetitions_csv(report: &RunReport) -> String {
+    let mut out = String::from("run,configuration,workload,kind,point,metric,repetition,value\n");
+    for p in &report.points {
+        for (metric, values) in &p.metrics {
+            for (rep, v) in values.iter().enumerate() {
+                let fields = [
+                    report.run.id.to_string(),
+                    p.configuration.clone(),
+                    p.workload.clone(),
+                    p.kind.clone(),
+                    p.label.clone(),
+                    metric.clone(),
+                    rep.to_string(),
+                    if v.is_finite() {
+                        v.to_string()
+                    } else {
+                        String::new()
+                    },
                 ];
                 let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
                 let _ = writeln!(out, "{}", line.join(","));

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bootstrap::{bootstrap_ratio_ci, Statistic, BOOTSTRAP_RESAMPLES};
+use crate::rank::{mann_whitney, RankTest};
 use crate::summary::{all_finite, mean, Interval, LEVEL_95};
 use crate::t_dist::student_t_975;
 
@@ -17,6 +19,10 @@ use crate::t_dist::student_t_975;
 /// single runs could never be called wins. Studies with noisier targets
 /// should widen it.
 pub const DEFAULT_NOISE_PCT: f64 = 1.0;
+
+/// Significance level of the rank test that must not contradict a verdict
+/// (the conventional 5 %, matching the 95 % intervals).
+pub const SIGNIFICANCE: f64 = 0.05;
 
 /// Which direction of a metric is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -38,8 +44,10 @@ pub enum Verdict {
     /// The whole confidence interval of A's advantage lies below
     /// `−noise_pct`.
     Worse,
-    /// The interval lies inside the noise band or straddles one of its
-    /// edges (or is unbounded): no difference is claimed.
+    /// No significant difference: the interval lies inside the noise band
+    /// or straddles one of its edges (or is unbounded), or the rank test
+    /// could have confirmed the difference at these sample sizes and did
+    /// not (p > [`SIGNIFICANCE`]).
     WithinNoise,
     /// A or B has fewer than two samples, so there is no estimate of
     /// spread and no interval.
@@ -60,6 +68,26 @@ pub struct Comparison {
     pub ci_pct: Option<Interval>,
     /// What may honestly be said about the difference.
     pub verdict: Verdict,
+    /// The two-sided Mann-Whitney U test of the repetitions (see
+    /// [`mann_whitney`]); `None` only when a sample is empty.
+    pub rank_test: Option<RankTest>,
+    /// Percentile-bootstrap 95 % interval of the advantage of the medians
+    /// (A's median over B's, mapped to percent like `ci_pct`; see
+    /// [`bootstrap_ratio_ci`]), for reports that quote medians. `None` when
+    /// either side has fewer than two samples.
+    pub median_ci_pct: Option<Interval>,
+}
+
+impl Comparison {
+    /// Whether the verdict rests on the normal-theory interval alone
+    /// because no rank test can reach p ≤ [`SIGNIFICANCE`] with so few
+    /// repetitions (3 against 3: the smallest possible p is 0.1). Reports
+    /// must flag such verdicts.
+    pub fn small_n(&self) -> bool {
+        self.rank_test
+            .as_ref()
+            .is_some_and(|t| !t.can_decide(SIGNIFICANCE))
+    }
 }
 
 /// Percentage advantage of A over B, the "% advantage" column of the
@@ -137,6 +165,16 @@ pub fn advantage_pct(a: f64, b: f64, better: Better) -> Option<f64> {
 /// real only if its interval clears the noise band. Use
 /// [`DEFAULT_NOISE_PCT`] unless a study says otherwise.
 ///
+/// The interval assumes approximately normal means. A distribution-free
+/// check guards against outliers and skew: when the Mann-Whitney test
+/// *could* reach p ≤ [`SIGNIFICANCE`] at these sample sizes (from 4
+/// against 4 repetitions) but does not, a Better or Worse becomes
+/// WithinNoise — criterion.rs likewise requires both its test (a bootstrap
+/// t-test) and its interval to agree. When the rank test cannot reach
+/// significance at all (3 against 3), the interval decides alone and
+/// [`Comparison::small_n`] says so, so that reports flag the verdict
+/// instead of hiding how little data it rests on.
+///
 /// # None
 ///
 /// When either sample is empty or holds NaN or an infinity, when B's mean
@@ -162,32 +200,64 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
             advantage_pct: point,
             ci_pct: None,
             verdict: Verdict::Insufficient,
+            rank_test: mann_whitney(a, b),
+            median_ci_pct: None,
         });
     }
     let ci_pct = fieller_ratio_95(a, mean_a, b, mean_b).map(|(lo, hi)| {
-        // advantage = σ·(ρ − 1)·100, with σ = ±1 from the direction and the
-        // sign of m_B (|B| in advantage_pct); an increasing map when σ > 0.
-        let sigma = match better {
-            Better::Higher => mean_b.signum(),
-            Better::Lower => -mean_b.signum(),
-        };
-        let (p, q) = (sigma * (lo - 1.0) * 100.0, sigma * (hi - 1.0) * 100.0);
+        let (p, q) = ratio_to_pct(lo, hi, mean_b, better);
         Interval {
-            lo: p.min(q).min(point),
-            hi: p.max(q).max(point),
+            lo: p.min(point),
+            hi: q.max(point),
             level: LEVEL_95,
         }
     });
-    let verdict = match &ci_pct {
+    let rank_test = mann_whitney(a, b);
+    let by_interval = match &ci_pct {
         Some(ci) if ci.lo > noise_pct => Verdict::Better,
         Some(ci) if ci.hi < -noise_pct => Verdict::Worse,
         _ => Verdict::WithinNoise,
     };
+    let contradicted = rank_test
+        .as_ref()
+        .is_some_and(|t| t.can_decide(SIGNIFICANCE) && t.p_value > SIGNIFICANCE);
+    let verdict = if contradicted {
+        Verdict::WithinNoise
+    } else {
+        by_interval
+    };
+    let median_ci_pct = bootstrap_ratio_ci(a, b, Statistic::Median, BOOTSTRAP_RESAMPLES, LEVEL_95)
+        .and_then(|r| {
+            let m_b = crate::summary::median(b)?;
+            let m_a = crate::summary::median(a)?;
+            let point = advantage_pct(m_a, m_b, better)?;
+            let (p, q) = ratio_to_pct(r.lo, r.hi, m_b, better);
+            Some(Interval {
+                lo: p.min(point),
+                hi: q.max(point),
+                level: LEVEL_95,
+            })
+        });
     Some(Comparison {
         advantage_pct: point,
         ci_pct,
         verdict,
+        rank_test,
+        median_ci_pct,
     })
+}
+
+/// Maps an interval `[lo, hi]` of the ratio A/B to the advantage in
+/// percent, `(low, high)`: advantage = σ·(ρ − 1)·100, with σ = ±1 from the
+/// direction and the sign of B (|B| in [`advantage_pct`]); the map is
+/// increasing when σ > 0, so the ends are reordered.
+fn ratio_to_pct(lo: f64, hi: f64, b: f64, better: Better) -> (f64, f64) {
+    let sigma = match better {
+        Better::Higher => b.signum(),
+        Better::Lower => -b.signum(),
+    };
+    let (p, q) = (sigma * (lo - 1.0) * 100.0, sigma * (hi - 1.0) * 100.0);
+    (p.min(q), p.max(q))
 }
 
 /// Fieller's 95 % interval `(lo, hi)` for μ_A/μ_B with Welch–Satterthwaite

@@ -1,7 +1,8 @@
 //! Pure statistics for benchlab.
 //!
 //! Everything in this crate is a pure function of its arguments: no I/O, no
-//! clocks, no randomness, no global state. The crate knows nothing of
+//! clocks, no global state; the bootstrap's pseudo-random draws are seeded
+//! from the data, so results are reproducible. The crate knows nothing of
 //! workloads, stores or reports; those crates feed it plain `f64` samples and
 //! render what comes back.
 //!
@@ -10,8 +11,11 @@
 //! * [`summarize`] — n, mean, sample standard deviation, min, max, median,
 //!   coefficient of variation, a Student-t confidence interval for the mean
 //!   and a distribution-free confidence interval for the median.
-//! * Building blocks: [`sum`], [`mean`], [`median`], [`geometric_mean`],
-//!   [`student_t_975`].
+//! * Building blocks: [`sum`], [`mean`], [`median`], [`percentile`],
+//!   [`geometric_mean`], [`student_t_975`].
+//! * Aggregates as the seeds use them: [`geometric_mean`] over sub-tests
+//!   (seed 001's 13 IOzone tests), [`mean`] over sizes (seed 000's
+//!   "Average" rows), [`sum`] or [`mean`] over targets (seed 003).
 //! * Run selection as the published studies do it: [`median_run`] ("we ran
 //!   the test three times and report the results from the median run") and
 //!   [`median_stddev_run`] ("chose the run which corresponded to the median
@@ -19,7 +23,10 @@
 //! * Comparisons: [`advantage_pct`] reproduces the "% advantage" columns of
 //!   the published reports; [`compare`] adds a confidence interval for the
 //!   advantage and a [`Verdict`] that calls a difference real only when the
-//!   whole interval lies outside the noise band.
+//!   whole interval lies outside the noise band and a rank test
+//!   ([`mann_whitney`]) does not contradict it; [`bootstrap_ratio_ci`]
+//!   gives the interval of the ratio of medians.
+//! * Adaptive repetitions: [`should_stop`] under a [`StopRule`].
 //!
 //! # Conventions
 //!
@@ -35,12 +42,20 @@
 
 #![warn(missing_docs)]
 
+mod adaptive;
+mod bootstrap;
 mod compare;
+mod rank;
 mod runs;
 mod summary;
 mod t_dist;
 
-pub use compare::{advantage_pct, compare, Better, Comparison, Verdict, DEFAULT_NOISE_PCT};
+pub use adaptive::{half_width_pct, should_stop, StopDecision, StopRule};
+pub use bootstrap::{bootstrap_ratio_ci, Statistic, BOOTSTRAP_RESAMPLES};
+pub use compare::{
+    advantage_pct, compare, Better, Comparison, Verdict, DEFAULT_NOISE_PCT, SIGNIFICANCE,
+};
+pub use rank::{mann_whitney, RankTest};
 pub use runs::{median_run, median_stddev_run};
-pub use summary::{geometric_mean, mean, median, sum, summarize, Interval, Summary};
+pub use summary::{geometric_mean, mean, median, percentile, sum, summarize, Interval, Summary};
 pub use t_dist::student_t_975;

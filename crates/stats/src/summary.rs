@@ -212,6 +212,26 @@ pub fn geometric_mean(xs: &[f64]) -> Option<f64> {
     Some(mean_ln.exp().clamp(min, max))
 }
 
+/// The `pct`-th percentile (0 ≤ pct ≤ 100), by linear interpolation
+/// between order statistics: R's default `quantile(type = 7)` and NumPy's
+/// default (R. J. Hyndman and Y. Fan, "Sample quantiles in statistical
+/// packages", The American Statistician 50 (1996) 361–365, definition 7).
+///
+/// `None` for an empty or non-finite sample, or `pct` outside [0, 100].
+///
+/// ```
+/// // R: quantile(c(1, 2, 3, 4, 10), 0.9) → 7.6
+/// let p90 = benchlab_stats::percentile(&[10.0, 1.0, 3.0, 2.0, 4.0], 90.0).unwrap();
+/// assert!((p90 - 7.6).abs() < 1e-12);
+/// ```
+pub fn percentile(xs: &[f64], pct: f64) -> Option<f64> {
+    if !(0.0..=100.0).contains(&pct) {
+        return None;
+    }
+    let sorted = sorted_finite(xs)?;
+    Some(crate::bootstrap::quantile_sorted(&sorted, pct / 100.0))
+}
+
 /// Whether every value is finite (neither NaN nor ±∞).
 pub(crate) fn all_finite(xs: &[f64]) -> bool {
     xs.iter().all(|x| x.is_finite())

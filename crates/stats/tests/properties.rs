@@ -2,8 +2,9 @@
 //! sample, not just the hand-checked ones in the unit tests.
 
 use benchlab_stats::{
-    advantage_pct, compare, geometric_mean, mean, median, median_run, median_stddev_run,
-    student_t_975, summarize, Better, Verdict,
+    advantage_pct, bootstrap_ratio_ci, compare, geometric_mean, mann_whitney, mean, median,
+    median_run, median_stddev_run, percentile, should_stop, student_t_975, summarize, Better,
+    Statistic, StopDecision, StopRule, Verdict, SIGNIFICANCE,
 };
 use proptest::prelude::*;
 
@@ -160,14 +161,23 @@ proptest! {
             prop_assert!(c.ci_pct.is_none());
         } else if let Some(ci) = &c.ci_pct {
             prop_assert!(ci.lo <= c.advantage_pct && c.advantage_pct <= ci.hi, "{:?}", c);
-            let expected = if ci.lo > noise {
+            let by_interval = if ci.lo > noise {
                 Verdict::Better
             } else if ci.hi < -noise {
                 Verdict::Worse
             } else {
                 Verdict::WithinNoise
             };
+            // The rank test can only veto a call, never make one.
+            let t = c.rank_test.as_ref().unwrap();
+            let vetoed = t.can_decide(SIGNIFICANCE) && t.p_value > SIGNIFICANCE;
+            let expected = if vetoed { Verdict::WithinNoise } else { by_interval };
             prop_assert_eq!(c.verdict, expected);
+            prop_assert_eq!(c.small_n(), !t.can_decide(SIGNIFICANCE));
+            if let Some(m) = &c.median_ci_pct {
+                let point = advantage_pct(median(&a).unwrap(), median(&b).unwrap(), better).unwrap();
+                prop_assert!(m.lo <= point && point <= m.hi, "{:?} {}", m, point);
+            }
         } else {
             prop_assert_eq!(c.verdict, Verdict::WithinNoise);
         }
@@ -201,5 +211,92 @@ proptest! {
     fn t_quantile_is_non_increasing(df in 1_usize..100_000) {
         prop_assert!(student_t_975(df + 1) <= student_t_975(df));
         prop_assert!(student_t_975(df) >= 1.96);
+    }
+
+    #[test]
+    fn rank_test_ignores_order_and_is_antisymmetric(
+        a in prop::collection::vec((0_u8..20).prop_map(f64::from), 1..30),
+        b in prop::collection::vec((0_u8..20).prop_map(f64::from), 1..30),
+    ) {
+        let t = mann_whitney(&a, &b).unwrap();
+        let mut ra = a.clone();
+        ra.reverse();
+        let t2 = mann_whitney(&ra, &sorted(&b)).unwrap();
+        prop_assert_eq!(&t, &t2);
+        let s = mann_whitney(&b, &a).unwrap();
+        prop_assert_eq!(t.u + s.u, (a.len() * b.len()) as f64);
+        prop_assert!((t.p_value - s.p_value).abs() < 1e-12);
+        prop_assert!((0.0..=1.0).contains(&t.p_value));
+        prop_assert!(t.p_value >= t.min_p - 1e-12 || !t.exact);
+    }
+
+    #[test]
+    fn bootstrap_contains_its_estimate_and_ignores_order(
+        a in prop::collection::vec(1.0_f64..1e6, 1..12),
+        b in prop::collection::vec(1.0_f64..1e6, 1..12),
+        mean_stat in any::<bool>(),
+    ) {
+        let stat = if mean_stat { Statistic::Mean } else { Statistic::Median };
+        let ci = bootstrap_ratio_ci(&a, &b, stat, 500, 0.95).unwrap();
+        let point = match stat {
+            Statistic::Median => median(&a).unwrap() / median(&b).unwrap(),
+            Statistic::Mean => mean(&a).unwrap() / mean(&b).unwrap(),
+        };
+        prop_assert!(ci.lo <= point * (1.0 + 1e-12) && point <= ci.hi * (1.0 + 1e-12), "{:?} {}", ci, point);
+        let mut ra = a.clone();
+        ra.reverse();
+        prop_assert_eq!(bootstrap_ratio_ci(&ra, &sorted(&b), stat, 500, 0.95).unwrap(), ci);
+    }
+
+    #[test]
+    fn percentiles_are_ordered_and_ignore_order(xs in sample(), p in 0.0_f64..100.0, q in 0.0_f64..100.0) {
+        let (lo, hi) = (p.min(q), p.max(q));
+        let a = percentile(&xs, lo).unwrap();
+        let b = percentile(&xs, hi).unwrap();
+        prop_assert!(a <= b);
+        let s = sorted(&xs);
+        prop_assert!(s[0] <= a && b <= s[s.len() - 1]);
+        prop_assert_eq!(percentile(&s, lo), Some(a));
+        // The same middle value, up to the rounding of a + ½(b − a)
+        // against a/2 + b/2.
+        let (p50, m) = (percentile(&xs, 50.0).unwrap(), median(&xs).unwrap());
+        prop_assert!((p50 - m).abs() <= 1e-12 * m.abs().max(1.0), "{} vs {}", p50, m);
+    }
+
+    /// Fleming & Wallace's point: the geometric mean of the ratios equals
+    /// the ratio of the geometric means, so normalizing before or after
+    /// aggregating gives the same answer (the arithmetic mean lacks this).
+    #[test]
+    fn geometric_mean_of_ratios_is_ratio_of_geometric_means(
+        pairs in prop::collection::vec((1e-3_f64..1e6, 1e-3_f64..1e6), 1..20),
+    ) {
+        let a: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let b: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+        let ratios: Vec<f64> = pairs.iter().map(|p| p.0 / p.1).collect();
+        let lhs = geometric_mean(&ratios).unwrap();
+        let rhs = geometric_mean(&a).unwrap() / geometric_mean(&b).unwrap();
+        prop_assert!((lhs - rhs).abs() <= 1e-9 * lhs.max(rhs), "{} vs {}", lhs, rhs);
+    }
+
+    #[test]
+    fn stop_rule_respects_min_and_max(
+        xs in prop::collection::vec(1.0_f64..1e3, 0..12),
+        extra_failures in 0_u32..4,
+        min in 1_u32..5,
+        span in 0_u32..6,
+        target in 0.1_f64..20.0,
+    ) {
+        let rule = StopRule::new(min, min + span, target).unwrap();
+        let attempts = xs.len() as u32 + extra_failures;
+        let d = should_stop(&xs, attempts, &rule);
+        if attempts >= rule.max {
+            prop_assert_ne!(d, StopDecision::Continue);
+        }
+        if d == StopDecision::TargetReached {
+            prop_assert!(xs.len() >= min as usize);
+        }
+        if xs.len() < min as usize && attempts < rule.max {
+            prop_assert_eq!(d, StopDecision::Continue);
+        }
     }
 }

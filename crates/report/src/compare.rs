@@ -1,0 +1,201 @@
+//! Comparisons across runs: `benchlab compare RUN[:CONFIG] …` puts chosen
+//! configurations of several stored runs side by side as one report whose
+//! columns are those (run, configuration) pairs, matching points by
+//! workload, metric and parameters, with advantages over a baseline.
+
+use crate::model::{advantages, average_row, Row, RunReport, Table};
+use benchlab_core::Better;
+use benchlab_stats as stats;
+use benchlab_store::{ConfigRow, HostRow};
+
+/// One column of a comparison: a configuration of a run's report.
+pub struct Side<'a> {
+    /// Column label, e.g. `3:optimized`.
+    pub label: String,
+    /// The run's report.
+    pub report: &'a RunReport,
+    /// Index of the configuration within that report's columns.
+    pub config: usize,
+}
+
+/// A regression found by [`regressions`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Regression {
+    /// The column that regressed.
+    pub column: String,
+    /// Table title and row.
+    pub what: String,
+    /// Its advantage over the baseline, in % (negative).
+    pub pct: f64,
+}
+
+/// The side-by-side report of `sides`, with `sides[baseline]` moved to the
+/// first column (the B of every advantage). A table or row appears when
+/// the baseline has it; the other columns show "-" where they lack it.
+/// The comparison report's run is the baseline's, renamed.
+pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
+    let mut order: Vec<&Side> = Vec::with_capacity(sides.len());
+    order.push(&sides[baseline]);
+    order.extend(
+        sides
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != baseline)
+            .map(|(_, s)| s),
+    );
+    let base = order[0].report;
+    let key = |t: &Table| {
+        (
+            t.workload.clone(),
+            t.kind.clone(),
+            t.metric.clone(),
+            t.fixed.clone(),
+        )
+    };
+    let mut tables = Vec::new();
+    for bt in &base.tables {
+        let sbetter = match bt.better {
+            Better::Higher => stats::Better::Higher,
+            Better::Lower => stats::Better::Lower,
+        };
+        let rows: Vec<Row> = bt
+            .rows
+            .iter()
+            .map(|br| {
+                let cells: Vec<_> = order
+                    .iter()
+                    .map(|s| {
+                        s.report
+                            .tables
+                            .iter()
+                            .find(|t| key(t) == key(bt))
+                            .and_then(|t| t.rows.iter().find(|r| r.label == br.label))
+                            .and_then(|r| r.cells.get(s.config).cloned().flatten())
+                    })
+                    .collect();
+                let advantages = advantages(&cells, sbetter);
+                Row {
+                    label: br.label.clone(),
+                    cells,
+                    advantages,
+                }
+            })
+            .collect();
+        let average = bt
+            .average
+            .as_ref()
+            .map(|_| average_row(&rows, order.len(), sbetter));
+        tables.push(Table {
+            columns: order.iter().map(|s| s.label.clone()).collect(),
+            rows,
+            average,
+            ..bt.clone()
+        });
+    }
+    let mut run = base.run.clone();
+    run.study_name = format!(
+        "comparison: {}",
+        order
+            .iter()
+            .map(|s| s.label.as_str())
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    );
+    let mut hosts: Vec<HostRow> = Vec::new();
+    let mut seen_runs: Vec<i64> = Vec::new();
+    for s in &order {
+        if seen_runs.contains(&s.report.run.id) {
+            continue;
+        }
+        seen_runs.push(s.report.run.id);
+        for h in &s.report.hosts {
+            hosts.push(HostRow {
+                name: format!("run {}: {}", s.report.run.id, h.name),
+                ..h.clone()
+            });
+        }
+    }
+    RunReport {
+        run,
+        configurations: order
+            .iter()
+            .enumerate()
+            .map(|(idx, s)| {
+                let c = s.report.configurations.get(s.config);
+                ConfigRow {
+                    idx,
+                    name: s.label.clone(),
+                    description: format!(
+                        "run {} ({}), configuration {}",
+                        s.report.run.id,
+                        s.report.run.study_name,
+                        c.map(|c| c.name.as_str()).unwrap_or("?")
+                    ),
+                    spec: c.map(|c| c.spec.clone()).unwrap_or_default(),
+                }
+            })
+            .collect(),
+        selection: base.selection,
+        tables,
+        points: Vec::new(),
+        failures: order
+            .iter()
+            .flat_map(|s| {
+                let name = s
+                    .report
+                    .configurations
+                    .get(s.config)
+                    .map(|c| c.name.clone());
+                s.report
+                    .failures
+                    .iter()
+                    .filter(move |f| Some(&f.configuration) == name.as_ref())
+                    .cloned()
+            })
+            .collect(),
+        hosts,
+        repetition_rule: order
+            .iter()
+            .map(|s| format!("{}: {}", s.label, s.report.repetition_rule))
+            .collect::<Vec<_>>()
+            .join("; "),
+        settings: order
+            .iter()
+            .flat_map(|s| s.report.settings.iter().cloned())
+            .collect(),
+        events: Vec::new(),
+        latency: Vec::new(),
+    }
+}
+
+/// Every cell whose verdict is "worse" with an advantage below
+/// `−threshold_pct`: what `compare --fail-on-regression` fails on. A worse
+/// figure within the threshold, or one without a verdict, is not a
+/// regression.
+pub fn regressions(report: &RunReport, threshold_pct: f64) -> Vec<Regression> {
+    let mut out = Vec::new();
+    for t in &report.tables {
+        for r in &t.rows {
+            for (i, a) in r.advantages.iter().enumerate() {
+                let Some(a) = a else { continue };
+                let worse = a
+                    .comparison
+                    .as_ref()
+                    .is_some_and(|c| c.verdict == stats::Verdict::Worse);
+                if worse && a.pct < -threshold_pct {
+                    out.push(Regression {
+                        column: t.columns[i + 1].clone(),
+                        what: format!(
+                            "{} · {} {}",
+                            crate::render::title_of(t),
+                            t.row_param,
+                            r.label
+                        ),
+                        pct: a.pct,
+                    });
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,1085 @@
+//! The HTML report: one self-contained file — inline CSS, inline SVG
+//! charts, no fonts, scripts or images fetched from anywhere — so that it
+//! can be mailed, archived and opened offline.
+//!
+//! Sections follow the seeds: headline findings (written from the
+//! verdicts, so a difference within the noise is never called a win), per
+//! workload the tables with their charts, the full per-point statistics,
+//! Appendix A (system configuration of every host side by side, differences
+//! highlighted, and the settings each configuration changed), Appendix B
+//! (methodology: rules, methods with their sources, times, the study file
+//! verbatim).
+//!
+//! Charts are hand-written SVG (STYLE.md): one chart per table, the figure
+//! of every configuration against the row parameter with its confidence
+//! interval as an error bar; a table with a single row becomes a bar chart
+//! with error bars. A tiny inline script writes each chart's rendered size
+//! into a hidden element, which the browser test reads back; the report
+//! does not need it to display.
+
+use std::fmt::Write;
+
+use benchlab_core::Better;
+use benchlab_stats::{Verdict, BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
+
+use crate::model::{Advantage, RunReport, Table};
+use crate::render::{cell_text, group_thousands, selection_text, title_of};
+
+/// Series colours (Okabe–Ito, distinguishable with the common forms of
+/// colour blindness: M. Okabe and K. Ito, "Color Universal Design", 2008).
+const COLOURS: [&str; 8] = [
+    "#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000",
+];
+
+const STYLE: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}
+tr.diff td{background:#fff6d5}
+.legend{font-size:.85em;color:#444}.small{font-size:.8em;color:#555}
+pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
+svg.chart{display:block;margin:.5em 0}
+svg text{font-size:11px;fill:#333}
+ul.findings li{margin:.2em 0}
+#chart-check{display:none}
+";
+
+/// Script run by the browser after layout: the bounding box of each
+/// chart's data marks, for the automated rendering check.
+const CHECK_SCRIPT: &str = "
+(function(){var out=[];document.querySelectorAll('svg.chart').forEach(function(s){
+var g=s.querySelector('g.data');var b=g?g.getBBox():{width:0,height:0};
+out.push({id:s.id,width:b.width,height:b.height,marks:g?g.querySelectorAll('circle,rect,path').length:0});});
+document.getElementById('chart-check').textContent=JSON.stringify(out);})();
+";
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+/// Renders the whole report as one HTML document.
+pub fn render_html(report: &RunReport) -> String {
+    let mut o = String::new();
+    let r = &report.run;
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n",
+        esc(&r.study_name)
+    );
+    let _ = writeln!(o, "<h1>{}</h1>", esc(&r.study_name));
+    if !r.description.is_empty() {
+        let _ = writeln!(o, "<p>{}</p>", esc(&r.description));
+    }
+    let _ = writeln!(
+        o,
+        "<p class=\"small\">Run {} · {} · {} → {} · benchlab {}</p>",
+        r.id,
+        esc(&format!("{:?}", r.status).to_lowercase()),
+        esc(&r.started_at),
+        esc(r.ended_at.as_deref().unwrap_or("…")),
+        esc(&r.benchlab_version)
+    );
+    if !report.configurations.is_empty() {
+        o.push_str(
+            "<table><tr><th class=\"l\">Configuration</th><th class=\"l\">Description</th></tr>\n",
+        );
+        for c in &report.configurations {
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                esc(&c.name),
+                esc(&c.description)
+            );
+        }
+        o.push_str("</table>\n");
+    }
+
+    findings(report, &mut o);
+
+    o.push_str("<h2>Results</h2>\n");
+    let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend(report)));
+    let mut workload = "";
+    for (i, t) in report.tables.iter().enumerate() {
+        if t.workload != workload {
+            workload = &t.workload;
+            let _ = writeln!(
+                o,
+                "<h3>{} <span class=\"small\">({})</span></h3>",
+                esc(&t.workload),
+                esc(&t.kind)
+            );
+        }
+        table_section(t, i, &mut o);
+    }
+
+    latency_section(report, &mut o);
+    points_section(report, &mut o);
+    failures_section(report, &mut o);
+    appendix_a(report, &mut o);
+    appendix_b(report, &mut o);
+
+    let _ = write!(
+        o,
+        "<pre id=\"chart-check\"></pre>\n<script>{CHECK_SCRIPT}</script>\n</body></html>\n"
+    );
+    o
+}
+
+fn legend(report: &RunReport) -> String {
+    format!(
+        "Figures: {} with the half-width of its confidence interval (±) and the number of repetitions n. \
+         Advantage over {}: (A−B)/B when higher is better, (B−A)/B when lower is better, with the 95% \
+         confidence interval of the ratio of means (Fieller). Green: better, red: worse — only when the whole \
+         interval lies beyond ±{DEFAULT_NOISE_PCT}% and a Mann-Whitney test that could decide agrees \
+         (p ≤ {SIGNIFICANCE}); ≈ no significant difference; † called from the interval alone, too few \
+         repetitions for any rank test; ? too few repetitions to tell.",
+        selection_text(report.selection),
+        report
+            .configurations
+            .first()
+            .map(|c| c.name.as_str())
+            .unwrap_or("the first configuration")
+    )
+}
+
+/// Headline findings from the verdicts: per table and configuration, how
+/// many rows are better, worse or not significantly different.
+fn findings(report: &RunReport, o: &mut String) {
+    o.push_str("<h2>Headline findings</h2>\n<ul class=\"findings\">\n");
+    let mut any = false;
+    for t in &report.tables {
+        for c in 1..t.columns.len() {
+            let advs: Vec<&Advantage> = t
+                .rows
+                .iter()
+                .filter_map(|r| r.advantages[c - 1].as_ref())
+                .collect();
+            if advs.is_empty() {
+                continue;
+            }
+            any = true;
+            let count = |v: Verdict| {
+                advs.iter()
+                    .filter(|a| a.comparison.as_ref().map(|c| c.verdict) == Some(v))
+                    .collect::<Vec<_>>()
+            };
+            let better = count(Verdict::Better);
+            let worse = count(Verdict::Worse);
+            let noise = count(Verdict::WithinNoise);
+            let unknown = advs.len() - better.len() - worse.len() - noise.len();
+            let range = |xs: &[&&Advantage]| {
+                let lo = xs.iter().map(|a| a.pct).fold(f64::INFINITY, f64::min);
+                let hi = xs.iter().map(|a| a.pct).fold(f64::NEG_INFINITY, f64::max);
+                if (hi - lo).abs() < 0.005 {
+                    format!("{lo:+.2}%")
+                } else {
+                    format!("{lo:+.2}% to {hi:+.2}%")
+                }
+            };
+            let mut parts = Vec::new();
+            if !better.is_empty() {
+                parts.push(format!("better in {} ({})", better.len(), range(&better)));
+            }
+            if !worse.is_empty() {
+                parts.push(format!("worse in {} ({})", worse.len(), range(&worse)));
+            }
+            if !noise.is_empty() {
+                parts.push(format!("no significant difference in {}", noise.len()));
+            }
+            if unknown > 0 {
+                parts.push(format!("too few repetitions to tell in {unknown}"));
+            }
+            let small_n = advs
+                .iter()
+                .filter(|a| {
+                    a.comparison
+                        .as_ref()
+                        .is_some_and(|c| c.small_n() && c.verdict != Verdict::WithinNoise)
+                })
+                .count();
+            let _ = writeln!(
+                o,
+                "<li><b>{}</b> vs <b>{}</b> — {} ({}): {} of {} {} value(s){}.</li>",
+                esc(&t.columns[c]),
+                esc(&t.columns[0]),
+                esc(&title_of(t)),
+                if t.better == Better::Higher {
+                    "higher is better"
+                } else {
+                    "lower is better"
+                },
+                esc(&parts.join(", ")),
+                advs.len(),
+                esc(&t.row_param),
+                if small_n > 0 {
+                    format!("; {small_n} verdict(s) rest on the confidence interval alone (†: too few repetitions for a rank test)")
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    if !any {
+        o.push_str("<li>One configuration only: nothing to compare.</li>\n");
+    }
+    o.push_str("</ul>\n");
+}
+
+fn verdict_class(a: &Option<Advantage>) -> &'static str {
+    match a
+        .as_ref()
+        .and_then(|a| a.comparison.as_ref())
+        .map(|c| c.verdict)
+    {
+        Some(Verdict::Better) => "better",
+        Some(Verdict::Worse) => "worse",
+        Some(Verdict::WithinNoise) => "noise",
+        _ => "",
+    }
+}
+
+fn table_section(t: &Table, index: usize, o: &mut String) {
+    let _ = writeln!(o, "<h4>{}</h4>", esc(&title_of(t)));
+    chart(t, index, o);
+    o.push_str("<table><tr>");
+    let _ = write!(o, "<th class=\"l\">{}</th>", esc(&t.row_param));
+    for c in &t.columns {
+        let _ = write!(o, "<th>{}</th><th>n</th>", esc(c));
+    }
+    for c in t.columns.iter().skip(1) {
+        let _ = write!(
+            o,
+            "<th>{} advantage</th><th>95% CI (ratio of means)</th>",
+            esc(c)
+        );
+    }
+    o.push_str("</tr>\n");
+    for (k, row) in t.rows.iter().chain(t.average.iter()).enumerate() {
+        // An aggregate row's figures come from the rows above, not from
+        // repetitions of their own: no n.
+        let aggregate = k >= t.rows.len();
+        let _ = write!(o, "<tr><td class=\"l\">{}</td>", esc(&row.label));
+        for cell in &row.cells {
+            let n = match cell {
+                Some(c) if !aggregate => c.values.len().to_string(),
+                _ => String::new(),
+            };
+            let _ = write!(
+                o,
+                "<td>{}</td><td>{n}</td>",
+                esc(&cell_text(cell, t.decimals, true))
+            );
+        }
+        for a in &row.advantages {
+            let ci = a
+                .as_ref()
+                .and_then(|a| a.comparison.as_ref())
+                .and_then(|c| c.ci_pct.as_ref())
+                .map(|i| format!("[{:+.2}%, {:+.2}%]", i.lo, i.hi))
+                .unwrap_or_default();
+            let _ = write!(
+                o,
+                "<td class=\"{}\">{}</td><td class=\"{}\">{}</td>",
+                verdict_class(a),
+                esc(&crate::render::advantage_text(a, t.advantage_decimals)),
+                verdict_class(a),
+                esc(&ci)
+            );
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</table>\n");
+}
+
+/// Nice axis bounds and ticks for [lo, hi] (Heckbert's "nice numbers",
+/// Graphics Gems, 1990).
+fn ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let (lo, hi) = if hi - lo < 1e-12 * hi.abs().max(1.0) {
+        (lo - lo.abs().max(1.0) * 0.1, hi + hi.abs().max(1.0) * 0.1)
+    } else {
+        (lo, hi)
+    };
+    let raw = (hi - lo) / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let step = mag
+        * if f < 1.5 {
+            1.0
+        } else if f < 3.0 {
+            2.0
+        } else if f < 7.0 {
+            5.0
+        } else {
+            10.0
+        };
+    let start = (lo / step).floor() * step;
+    let end = (hi / step).ceil() * step;
+    let mut v = Vec::new();
+    let mut x = start;
+    while x <= end + step * 0.5 {
+        v.push(x);
+        x += step;
+    }
+    (start, end, v)
+}
+
+fn fmt_tick(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e6 {
+        format!("{:.1}M", x / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", x / 1e3)
+    } else if a >= 100.0 || x == x.trunc() {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// One chart per table: each configuration's figure against the row
+/// parameter (rows evenly spaced, in table order), the confidence interval
+/// as an error bar; a bar chart when there is one row.
+fn chart(t: &Table, index: usize, o: &mut String) {
+    let (w, h) = (720.0, 300.0);
+    let (left, right, top, bottom) = (70.0, 150.0, 20.0, 45.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for row in &t.rows {
+        for c in row.cells.iter().flatten() {
+            lo = lo.min(c.value);
+            hi = hi.max(c.value);
+            if let Some(ci) = &c.ci {
+                lo = lo.min(ci.lo);
+                hi = hi.max(ci.hi);
+            }
+        }
+    }
+    if !lo.is_finite() || t.rows.is_empty() {
+        return;
+    }
+    let bars = t.rows.len() == 1;
+    if bars {
+        lo = lo.min(0.0);
+    }
+    let (y0, y1, yt) = ticks(lo, hi);
+    let y = |v: f64| top + ph - (v - y0) / (y1 - y0) * ph;
+    let nrows = t.rows.len();
+    let x = |i: usize| left + pw * (i as f64 + 0.5) / nrows as f64;
+    let _ = writeln!(
+        o,
+        "<svg class=\"chart\" id=\"chart-{index}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{}\">",
+        esc(&title_of(t))
+    );
+    // Axes and grid.
+    for v in &yt {
+        let yy = y(*v);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left + pw,
+            left - 6.0,
+            yy + 4.0,
+            esc(&fmt_tick(*v))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph
+    );
+    for (i, row) in t.rows.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            x(i),
+            top + ph + 16.0,
+            esc(&row.label)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+        left + pw / 2.0,
+        h - 6.0,
+        esc(&t.row_param)
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
+        top + ph / 2.0,
+        top + ph / 2.0,
+        esc(if t.title.is_empty() { &t.metric } else { &t.title })
+    );
+    o.push_str("<g class=\"data\">\n");
+    let ncols = t.columns.len();
+    for c in 0..ncols {
+        let colour = COLOURS[c % COLOURS.len()];
+        if bars {
+            let slot = pw / nrows as f64 * 0.8 / ncols as f64;
+            let Some(cell) = &t.rows[0].cells[c] else {
+                continue;
+            };
+            let bx = x(0) - pw / nrows as f64 * 0.4 + slot * c as f64;
+            let _ = writeln!(
+                o,
+                "<rect x=\"{bx:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{}: {}</title></rect>",
+                y(cell.value),
+                slot * 0.9,
+                (y(y0.max(0.0)) - y(cell.value)).max(0.5),
+                esc(&t.columns[c]),
+                esc(&group_thousands(cell.value, t.decimals))
+            );
+            if let Some(ci) = &cell.ci {
+                let cx = bx + slot * 0.45;
+                let _ = writeln!(
+                    o,
+                    "<path d=\"M{cx:.1} {:.1}V{:.1}M{:.1} {:.1}H{:.1}M{:.1} {:.1}H{:.1}\" stroke=\"#222\" fill=\"none\"/>",
+                    y(ci.lo), y(ci.hi), cx - 4.0, y(ci.lo), cx + 4.0, cx - 4.0, y(ci.hi), cx + 4.0
+                );
+            }
+        } else {
+            let pts: Vec<(f64, f64)> = t
+                .rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.cells[c].as_ref().map(|cell| (x(i), y(cell.value))))
+                .collect();
+            if pts.len() > 1 {
+                let d: Vec<String> = pts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (px, py))| {
+                        format!("{}{px:.1} {py:.1}", if k == 0 { "M" } else { "L" })
+                    })
+                    .collect();
+                let _ = writeln!(
+                    o,
+                    "<path d=\"{}\" stroke=\"{colour}\" stroke-width=\"2\" fill=\"none\"/>",
+                    d.join("")
+                );
+            }
+            for (i, r) in t.rows.iter().enumerate() {
+                let Some(cell) = &r.cells[c] else { continue };
+                // Offset the series slightly so error bars do not overlap.
+                let px = x(i) + (c as f64 - (ncols as f64 - 1.0) / 2.0) * 4.0;
+                if let Some(ci) = &cell.ci {
+                    let _ = writeln!(
+                        o,
+                        "<path d=\"M{px:.1} {:.1}V{:.1}\" stroke=\"{colour}\" fill=\"none\"/>",
+                        y(ci.lo),
+                        y(ci.hi)
+                    );
+                }
+                let _ = writeln!(
+                    o,
+                    "<circle cx=\"{px:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"><title>{} {}: {} (n = {})</title></circle>",
+                    y(cell.value),
+                    esc(&t.columns[c]),
+                    esc(&r.label),
+                    esc(&group_thousands(cell.value, t.decimals)),
+                    cell.values.len()
+                );
+            }
+        }
+    }
+    o.push_str("</g>\n");
+    for (c, name) in t.columns.iter().enumerate() {
+        let ly = top + 10.0 + 18.0 * c as f64;
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
+            left + pw + 12.0,
+            ly - 10.0,
+            COLOURS[c % COLOURS.len()],
+            left + pw + 30.0,
+            ly,
+            esc(name)
+        );
+    }
+    o.push_str("</svg>\n");
+}
+
+/// One series of a line chart: name and (x, y) points.
+type Line = (String, Vec<(f64, f64)>);
+
+/// A line chart: one polyline per series, x numeric (or categorical with
+/// `x_labels` at x = 0, 1, …), y linear or log10.
+fn line_chart(
+    id: &str,
+    label: &str,
+    lines: &[Line],
+    x_labels: Option<&[&str]>,
+    log_y: bool,
+    (x_title, y_title): (&str, &str),
+    o: &mut String,
+) {
+    let (w, h) = (720.0, 280.0);
+    let (left, right, top, bottom) = (70.0, 150.0, 20.0, 45.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let tf = |v: f64| if log_y { v.max(1e-9).log10() } else { v };
+    let pts = lines.iter().flat_map(|l| l.1.iter());
+    let (mut x0, mut x1, mut ylo, mut yhi) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for (x, y) in pts {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+        ylo = ylo.min(tf(*y));
+        yhi = yhi.max(tf(*y));
+    }
+    if !x0.is_finite() || !ylo.is_finite() {
+        return;
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let (y0, y1, yt) = if log_y {
+        let (a, b) = (ylo.floor(), yhi.ceil().max(ylo.floor() + 1.0));
+        (a, b, (a as i32..=b as i32).map(f64::from).collect())
+    } else {
+        ticks(ylo, yhi)
+    };
+    let x = |v: f64| left + (v - x0) / (x1 - x0) * pw;
+    let y = |v: f64| top + ph - (tf(v) - y0) / (y1 - y0) * ph;
+    let _ = writeln!(
+        o,
+        "<svg class=\"chart\" id=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{}\">",
+        esc(id),
+        esc(label)
+    );
+    for t in &yt {
+        let yy = top + ph - (t - y0) / (y1 - y0) * ph;
+        let text = if log_y {
+            fmt_tick(10f64.powf(*t))
+        } else {
+            fmt_tick(*t)
+        };
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left + pw,
+            left - 6.0,
+            yy + 4.0,
+            esc(&text)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
+        top + ph, left + pw, top + ph, top + ph
+    );
+    match x_labels {
+        Some(labels) => {
+            for (i, l) in labels.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    x(i as f64),
+                    top + ph + 16.0,
+                    esc(l)
+                );
+            }
+        }
+        None => {
+            for v in [x0, (x0 + x1) / 2.0, x1] {
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    x(v),
+                    top + ph + 16.0,
+                    esc(&fmt_tick(v.round()))
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+        left + pw / 2.0,
+        h - 6.0,
+        esc(x_title)
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
+        top + ph / 2.0, top + ph / 2.0, esc(y_title)
+    );
+    o.push_str("<g class=\"data\">\n");
+    for (c, (_, pts)) in lines.iter().enumerate() {
+        let colour = COLOURS[c % COLOURS.len()];
+        let d: Vec<String> = pts
+            .iter()
+            .enumerate()
+            .map(|(k, (px, py))| {
+                format!(
+                    "{}{:.1} {:.1}",
+                    if k == 0 { "M" } else { "L" },
+                    x(*px),
+                    y(*py)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "<path d=\"{}\" stroke=\"{colour}\" stroke-width=\"1.5\" fill=\"none\"/>",
+            d.join("")
+        );
+        if x_labels.is_some() {
+            for (px, py) in pts {
+                let _ = writeln!(
+                    o,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>",
+                    x(*px),
+                    y(*py)
+                );
+            }
+        }
+    }
+    o.push_str("</g>\n");
+    for (c, (name, _)) in lines.iter().enumerate() {
+        let ly = top + 10.0 + 18.0 * c as f64;
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
+            left + pw + 12.0, ly - 10.0, COLOURS[c % COLOURS.len()], left + pw + 30.0, ly, esc(name)
+        );
+    }
+    o.push_str("</svg>\n");
+}
+
+/// Latency distributions (quantiles on a log scale) and jitter time series
+/// of every point that recorded a histogram, the configurations overlaid.
+fn latency_section(report: &RunReport, o: &mut String) {
+    if report.latency.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Latency distributions and jitter</h2>\n<p class=\"legend\">Per point, the median run of its headline figure: quantiles from the HDR histogram (three significant digits; min and max exact) on a log scale, and the time series of individual round trips (evenly thinned).</p>\n");
+    let mut groups: Vec<(String, String, String)> = Vec::new();
+    for v in &report.latency {
+        let k = (v.workload.clone(), v.point.clone(), v.name.clone());
+        if !groups.contains(&k) {
+            groups.push(k);
+        }
+    }
+    let labels: Vec<&str> = crate::model::LATENCY_QUANTILES
+        .iter()
+        .map(|q| q.1)
+        .collect();
+    for (g, (wl, point, name)) in groups.iter().enumerate() {
+        let views: Vec<_> = report
+            .latency
+            .iter()
+            .filter(|v| &v.workload == wl && &v.point == point && &v.name == name)
+            .collect();
+        let title = format!("{wl} · {point} · {name}");
+        let _ = writeln!(o, "<h4>{}</h4>", esc(&title));
+        let dist: Vec<Line> = views
+            .iter()
+            .map(|v| {
+                (
+                    format!("{} (rep {})", v.configuration, v.repetition + 1),
+                    v.quantiles_us
+                        .iter()
+                        .enumerate()
+                        .map(|(i, q)| (i as f64, *q))
+                        .collect(),
+                )
+            })
+            .collect();
+        line_chart(
+            &format!("latency-dist-{g}"),
+            &format!("{title}: distribution"),
+            &dist,
+            Some(&labels),
+            true,
+            ("quantile", "µs (log scale)"),
+            o,
+        );
+        let series: Vec<Line> = views
+            .iter()
+            .filter(|v| !v.series_us.is_empty())
+            .map(|v| {
+                (
+                    v.configuration.clone(),
+                    v.series_us
+                        .iter()
+                        .enumerate()
+                        .map(|(i, y)| ((i as u64 * v.series_stride) as f64, *y))
+                        .collect(),
+                )
+            })
+            .collect();
+        if !series.is_empty() {
+            line_chart(
+                &format!("latency-series-{g}"),
+                &format!("{title}: time series"),
+                &series,
+                None,
+                false,
+                ("round trip", "µs"),
+                o,
+            );
+        }
+    }
+}
+
+/// Every point's statistics for every metric: the full data behind the
+/// tables.
+fn points_section(report: &RunReport, o: &mut String) {
+    if report.points.is_empty() {
+        return;
+    }
+    o.push_str("<h2>All figures</h2>\n<details><summary>Every point and metric: n, mean, standard deviation, CV, min, median, max and the 95% intervals (click to open)</summary>\n");
+    o.push_str("<table><tr><th class=\"l\">configuration</th><th class=\"l\">workload</th><th class=\"l\">point</th><th class=\"l\">metric</th><th>n</th><th>mean</th><th>sd</th><th>CV</th><th>min</th><th>median</th><th>max</th><th>mean 95% CI</th><th>median CI (level)</th></tr>\n");
+    for p in &report.points {
+        for (m, s) in &p.summaries {
+            let f = |x: f64| group_thousands(x, 3);
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&p.configuration),
+                esc(&p.workload),
+                esc(&p.label),
+                esc(m),
+                s.n,
+                f(s.mean),
+                f(s.stddev),
+                s.cv.map(|c| format!("{:.2}%", c * 100.0)).unwrap_or_default(),
+                f(s.min),
+                f(s.median),
+                f(s.max),
+                s.mean_ci.as_ref().map(|c| format!("[{}, {}]", f(c.lo), f(c.hi))).unwrap_or_default(),
+                s.median_ci
+                    .as_ref()
+                    .map(|c| format!("[{}, {}] ({:.1}%)", f(c.lo), f(c.hi), c.level * 100.0))
+                    .unwrap_or_default(),
+            );
+        }
+    }
+    o.push_str("</table></details>\n");
+}
+
+fn failures_section(report: &RunReport, o: &mut String) {
+    if report.failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "<h2>Repetitions without a figure ({})</h2><table><tr><th class=\"l\">configuration</th><th class=\"l\">workload</th><th class=\"l\">point</th><th>repetition</th><th class=\"l\">status</th><th class=\"l\">reason</th></tr>", report.failures.len());
+    for f in &report.failures {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(&f.configuration),
+            esc(&f.workload),
+            esc(&f.point),
+            f.repetition,
+            esc(&format!("{:?}", f.status).to_lowercase()),
+            esc(&f.reason)
+        );
+    }
+    o.push_str("</table>\n");
+}
+
+/// Appendix A: the inventory table (one column per host), rows whose
+/// values differ between hosts highlighted; then the settings changed.
+fn appendix_a(report: &RunReport, o: &mut String) {
+    o.push_str("<h2>Appendix A — system configuration</h2>\n");
+    let invs: Vec<(String, benchlab_inventory::Inventory)> = report
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            serde_json::from_value(h.inventory.clone())
+                .ok()
+                .map(|i| (format!("{} ({})", h.name, h.roles), i))
+        })
+        .collect();
+    if invs.is_empty() {
+        o.push_str("<p>No host inventory was recorded.</p>\n");
+    } else {
+        let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
+            invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
+        let md = benchlab_inventory::render_markdown(&refs);
+        if refs.len() > 1 {
+            o.push_str("<p class=\"small\">Rows where the hosts differ are highlighted.</p>\n");
+        }
+        markdown_tables_to_html(&md, o);
+    }
+    o.push_str("<h3>Settings changed by each configuration</h3>\n");
+    if report.settings.is_empty() {
+        o.push_str("<p>None recorded: the configurations changed no system setting (placement only), or this store does not record them.</p>\n");
+    } else {
+        o.push_str("<table><tr><th class=\"l\">configuration</th><th class=\"l\">host</th><th class=\"l\">setting</th><th class=\"l\">before</th><th class=\"l\">after</th><th class=\"l\">status</th><th class=\"l\">note</th></tr>\n");
+        for s in &report.settings {
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                esc(&s.configuration),
+                esc(&s.host),
+                esc(&s.setting),
+                esc(s.before.as_deref().unwrap_or("(absent)")),
+                esc(s.after.as_deref().unwrap_or("(absent)")),
+                esc(&s.status),
+                esc(s.note.as_deref().unwrap_or(""))
+            );
+        }
+        o.push_str("</table>\n");
+    }
+}
+
+/// Converts the simple Markdown emitted by the inventory renderer (tables,
+/// headings, paragraphs) to HTML, highlighting table rows whose host
+/// columns differ.
+fn markdown_tables_to_html(md: &str, o: &mut String) {
+    let mut in_table = false;
+    for line in md.lines() {
+        let l = line.trim();
+        if l.starts_with('|') {
+            let cells: Vec<String> = l
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().replace("**", ""))
+                .collect();
+            if cells
+                .iter()
+                .all(|c| c.chars().all(|ch| ch == '-' || ch == ':'))
+            {
+                continue;
+            }
+            if !in_table {
+                o.push_str("<table><tr>");
+                for c in &cells {
+                    let _ = write!(o, "<th class=\"l\">{}</th>", esc(c));
+                }
+                o.push_str("</tr>\n");
+                in_table = true;
+                continue;
+            }
+            let values = &cells[1..];
+            let differ = values.len() > 1 && values.iter().any(|v| v != &values[0]);
+            let _ = write!(o, "<tr{}>", if differ { " class=\"diff\"" } else { "" });
+            for c in &cells {
+                let _ = write!(o, "<td class=\"l\">{}</td>", esc(c));
+            }
+            o.push_str("</tr>\n");
+        } else {
+            if in_table {
+                o.push_str("</table>\n");
+                in_table = false;
+            }
+            if let Some(h) = l
+                .strip_prefix('#')
+                .map(|h| h.trim_start_matches('#').trim())
+            {
+                let _ = writeln!(o, "<h3>{}</h3>", esc(h));
+            } else if !l.is_empty() {
+                let _ = writeln!(o, "<p>{}</p>", esc(l));
+            }
+        }
+    }
+    if in_table {
+        o.push_str("</table>\n");
+    }
+}
+
+/// Appendix B: how the figures were produced.
+fn appendix_b(report: &RunReport, o: &mut String) {
+    let r = &report.run;
+    o.push_str("<h2>Appendix B — methodology</h2>\n<table>\n");
+    let mut row = |k: &str, v: &str| {
+        let _ = writeln!(
+            o,
+            "<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>",
+            esc(k),
+            esc(v)
+        );
+    };
+    row("benchlab version", &r.benchlab_version);
+    row("Study file", &r.study_file);
+    row("Controller host", &r.controller_host);
+    row("Started", &r.started_at);
+    row("Ended", r.ended_at.as_deref().unwrap_or("(not finished)"));
+    if let Some(d) = duration_s(&r.started_at, r.ended_at.as_deref()) {
+        row("Duration", &format!("{d:.0} s"));
+    }
+    row(
+        "Run options",
+        &format!(
+            "time scale {}{}",
+            r.options.scale,
+            if r.options.quick {
+                ", quick trial (one repetition)"
+            } else {
+                ""
+            }
+        ),
+    );
+    row("Repetitions", &report.repetition_rule);
+    row("Quoted figure", selection_text(report.selection));
+    row(
+        "Intervals of figures",
+        "median: distribution-free order-statistic interval (Le Boudec 2010, Thm 2.1), its exact coverage stated when below 95%; mean: Student t",
+    );
+    row(
+        "Advantage",
+        "(A−B)/B for higher-is-better metrics, (B−A)/B for lower-is-better, as the seeds compute it; aggregate rows from the aggregates",
+    );
+    row(
+        "Interval of an advantage",
+        &format!(
+            "Fieller's 95% interval for the ratio of means with Welch degrees of freedom (Fieller 1954; Tamhane & Logan 2004); for medians, a percentile bootstrap with {BOOTSTRAP_RESAMPLES} resamples seeded from the data (Efron & Tibshirani 1993, ch. 13), in the JSON output"
+        ),
+    );
+    row(
+        "Verdict",
+        &format!(
+            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; when no rank test can reach that p with so few repetitions the verdict is marked †"
+        ),
+    );
+    o.push_str("</table>\n");
+    if !report.events.is_empty() {
+        o.push_str("<h3>Run events</h3><table><tr><th class=\"l\">time</th><th class=\"l\">event</th><th class=\"l\">detail</th></tr>\n");
+        for (at, kind, msg) in &report.events {
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                esc(at),
+                esc(kind),
+                esc(msg)
+            );
+        }
+        o.push_str("</table>\n");
+    }
+    if !r.study_text.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h3>The study file, verbatim</h3>\n<pre>{}</pre>",
+            esc(&r.study_text)
+        );
+    }
+}
+
+/// Seconds between two RFC 3339 times of the form the runner writes
+/// (`YYYY-MM-DDTHH:MM:SS[.frac]Z`), when both parse.
+fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
+    fn secs(t: &str) -> Option<f64> {
+        let t = t.strip_suffix('Z')?;
+        let (date, time) = t.split_once('T')?;
+        let d: Vec<i64> = date
+            .split('-')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        let hms: Vec<f64> = time
+            .split(':')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        if d.len() != 3 || hms.len() != 3 {
+            return None;
+        }
+        // Days from the civil date (H. Hinnant, "chrono-Compatible Low-Level
+        // Date Algorithms", days_from_civil).
+        let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        Some(days as f64 * 86_400.0 + hms[0] * 3600.0 + hms[1] * 60.0 + hms[2])
+    }
+    let d = secs(end?)? - secs(start)?;
+    (d >= 0.0).then_some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            duration_s("2026-11-21T10:00:00Z", Some("2026-11-21T10:02:30.5Z")),
+            Some(150.5)
+        );
+        // Across a month end and a leap day.
+        assert_eq!(
+            duration_s("2024-02-28T23:00:00Z", Some("2024-03-01T01:00:00Z")),
+            Some(26.0 * 3600.0)
+        );
+        assert_eq!(duration_s("garbage", Some("2024-03-01T01:00:00Z")), None);
+    }
+
+    /// Settings changed by a configuration appear, before → after, in the
+    /// HTML and Markdown appendices; with none, HTML says so and Markdown
+    /// has no section.
+    #[test]
+    fn settings_appendix() {
+        let text = format!(
+            "{}\nt,higher,,size,1,2,1,base,10\nt,higher,,size,1,2,1,tuned,11\n",
+            crate::import::HEADER
+        );
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        let html = render_html(&r);
+        assert!(html.contains("None recorded"));
+        let md = crate::render(&r, crate::Format::Markdown);
+        assert!(!md.contains("Settings changed"));
+        r.settings.push(crate::model::SettingChange {
+            configuration: "tuned".into(),
+            host: "sut".into(),
+            setting: "sysctl net.core.rmem_max".into(),
+            before: Some("212992".into()),
+            after: Some("16777216".into()),
+            status: "applied".into(),
+            note: None,
+        });
+        let html = render_html(&r);
+        assert!(html.contains("<td class=\"l\">sysctl net.core.rmem_max</td><td class=\"l\">212992</td><td class=\"l\">16777216</td>"), "{html}");
+        let md = crate::render(&r, crate::Format::Markdown);
+        assert!(
+            md.contains(
+                "| tuned | sut | sysctl net.core.rmem_max | 212992 → 16777216 | applied |  |"
+            ),
+            "{md}"
+        );
+        // One chart per table, self-contained.
+        assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
+        assert!(!html.contains("http"));
+    }
+
+    #[test]
+    fn nice_ticks() {
+        let (lo, hi, t) = ticks(3.2, 97.0);
+        assert_eq!((lo, hi), (0.0, 100.0));
+        assert_eq!(t.len(), 6);
+        let (lo, hi, _) = ticks(5.0, 5.0);
+        assert!(lo < 5.0 && hi > 5.0);
+    }
+}
