@@ -20,6 +20,9 @@ pub enum ParamKind {
     Bool,
     /// One of a fixed set of words.
     Choice(&'static [&'static str]),
+    /// Free text: a path, a list of options (checked by the workload's
+    /// own `validate`).
+    Text,
 }
 
 impl ParamKind {
@@ -32,6 +35,7 @@ impl ParamKind {
             ParamKind::Float => "a number".into(),
             ParamKind::Bool => "true or false".into(),
             ParamKind::Choice(c) => format!("one of {}", quoted_list(c)),
+            ParamKind::Text => "a string".into(),
         }
     }
 }
