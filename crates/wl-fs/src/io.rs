@@ -51,6 +51,9 @@ pub struct CellSpec {
     /// Read the whole file back after the last pattern and check every
     /// byte (untimed).
     pub verify: bool,
+    /// Keep the file after the cell (IOzone `-w`); for tests that inspect
+    /// it (the target's cleanup removes it anyway).
+    pub keep_file: bool,
 }
 
 /// One pattern's figure.
@@ -346,7 +349,9 @@ pub fn run_cell(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, Workl
     let result = run_cell_inner(spec, abort);
     // The file is removed whatever happened (IOzone unlinks after each
     // cell, unless -w); a full file system must be left empty again.
-    let _ = std::fs::remove_file(&spec.path);
+    if !spec.keep_file || result.is_err() {
+        let _ = std::fs::remove_file(&spec.path);
+    }
     result
 }
 
@@ -811,6 +816,7 @@ mod tests {
             include_fsync: true,
             include_close: true,
             verify: true,
+            keep_file: false,
         }
     }
 
@@ -888,6 +894,7 @@ mod real_file_tests {
             include_fsync: false,
             include_close: false,
             verify: false,
+            keep_file: false,
         }
     }
 
@@ -959,5 +966,85 @@ mod real_file_tests {
         std::fs::write(&s.path, &data).unwrap();
         let e = stride_pass(&s, &mut buf, n, 0).unwrap_err().to_string();
         assert!(e.contains("wrong contents"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    //! Direct I/O leaves the page cache alone; buffered I/O fills it.
+    //! Residency is read with mincore(2) on the kept file, so other load
+    //! on the machine does not disturb the check.
+    use super::*;
+
+    /// Pages of `path` in the page cache, and the file's pages.
+    fn resident(path: &Path) -> (usize, usize) {
+        let f = std::fs::File::open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        use std::os::fd::AsRawFd;
+        // SAFETY: a read-only shared mapping of an open file, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let pages = len.div_ceil(4096);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: addr maps len bytes; vec has one byte per page.
+        let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+        // SAFETY: mapped above.
+        unsafe { libc::munmap(addr, len) };
+        assert_eq!(rc, 0);
+        (vec.iter().filter(|&&b| b & 1 == 1).count(), pages)
+    }
+
+    fn cell(dir: &Path, direct: bool) -> CellSpec {
+        CellSpec {
+            path: dir.join(if direct { "direct.tmp" } else { "cached.tmp" }),
+            file_size: 32 << 20,
+            record_size: 64 << 10,
+            stride: 17,
+            // The nine read()/write() patterns: the stdio ones are
+            // buffered even in direct mode, as in IOzone -I.
+            patterns: Pattern::ALL.into_iter().filter(|p| !p.stdio()).collect(),
+            direct,
+            include_fsync: false,
+            include_close: false,
+            verify: false,
+            keep_file: true,
+        }
+    }
+
+    #[test]
+    fn direct_io_does_not_fill_the_page_cache() {
+        // /var/tmp: a disk file system (tmpfs may not take O_DIRECT).
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let s = cell(d.path(), true);
+        match run_cell(&s, &AtomicBool::new(false)) {
+            Err(WorkloadError::Unsupported(why)) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+            r => {
+                r.unwrap();
+            }
+        }
+        let (cached, pages) = resident(&s.path);
+        assert!(
+            cached * 20 < pages,
+            "direct: {cached} of {pages} pages cached"
+        );
+        let b = cell(d.path(), false);
+        run_cell(&b, &AtomicBool::new(false)).unwrap();
+        let (cached, pages) = resident(&b.path);
+        assert!(
+            cached * 2 > pages,
+            "buffered: only {cached} of {pages} pages cached"
+        );
     }
 }

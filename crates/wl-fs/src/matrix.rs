@@ -267,6 +267,7 @@ impl Config {
                 include_fsync: p.bool("include_fsync").map_err(|e| get(e.into()))?,
                 include_close: p.bool("include_close").map_err(|e| get(e.into()))?,
                 verify: p.bool("verify").map_err(|e| get(e.into()))?,
+                keep_file: false,
             },
             cache,
             ooc,
@@ -406,7 +407,6 @@ impl Workload for FsMatrix {
             "cgroup_version",
             "cgroup_limit_bytes",
             "cgroup_peak_bytes",
-            "cgroup_file_bytes",
             "stdio_buffered",
             "loop_direct_io",
         ] {
@@ -464,9 +464,6 @@ pub fn run(cfg: &Config, abort: &AtomicBool) -> Result<SideResult, WorkloadError
             cg.leave();
             if let Some(peak) = cg.peak_bytes() {
                 r.counters.insert("cgroup_peak_bytes".into(), peak);
-            }
-            if let Some(file) = cg.file_bytes() {
-                r.counters.insert("cgroup_file_bytes".into(), file);
             }
         }
         res
