@@ -3,6 +3,7 @@
 //! their confidence intervals and verdicts), which the renderers turn into
 //! text. Rendering never measures and never queries.
 
+pub mod matrix;
 pub mod model;
 pub mod render;
 

@@ -218,6 +218,7 @@ fn terminal(report: &RunReport) -> String {
             let _ = writeln!(out, "  {note}");
         }
     }
+    out.push_str(&crate::matrix::render(report, false));
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
@@ -272,6 +273,7 @@ fn markdown(report: &RunReport) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&crate::matrix::render(report, true));
     out.push_str(&legend(report));
     failures(report, &mut out);
     appendix(report, &mut out);

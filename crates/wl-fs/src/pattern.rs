@@ -196,7 +196,7 @@ impl Rand48 {
     }
 
     /// `lrand48()`: the next value in 0 … 2^31 − 1.
-    pub fn next(&mut self) -> u64 {
+    pub fn lrand48(&mut self) -> u64 {
         self.x = (Self::A.wrapping_mul(self.x).wrapping_add(Self::C)) & Self::MASK;
         self.x >> 17
     }
@@ -209,7 +209,7 @@ pub fn permutation(n: u64) -> Vec<u64> {
     let mut recnum: Vec<u64> = (0..n).collect();
     let mut rng = Rand48::new(0);
     for i in 0..n as usize {
-        let j = (rng.next() % n) as usize;
+        let j = (rng.lrand48() % n) as usize;
         recnum.swap(i, j);
     }
     recnum
@@ -268,7 +268,7 @@ mod tests {
     fn rand48_matches_glibc() {
         // The same numbers as the C library's own srand48(0)/lrand48().
         let mut r = Rand48::new(0);
-        let ours: Vec<u64> = (0..5).map(|_| r.next()).collect();
+        let ours: Vec<u64> = (0..5).map(|_| r.lrand48()).collect();
         let theirs: Vec<u64> = unsafe {
             libc_srand48(0);
             (0..5).map(|_| libc_lrand48() as u64).collect()
