@@ -91,7 +91,7 @@ impl Plan {
                     let mut params = base;
                     params.0.extend(entry.overrides[c].0.clone());
                     for spec in wl.params() {
-                        if spec.kind != ParamKind::Seconds {
+                        if spec.kind != ParamKind::Seconds && spec.kind != ParamKind::Factor {
                             continue;
                         }
                         if let Some(Value::Float(s)) = params.get(spec.name).cloned() {

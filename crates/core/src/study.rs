@@ -333,6 +333,12 @@ impl Ctx<'_> {
                 Ok(_) => Err(self.err(v.span(), path, format!("`{s}` is too large"))),
                 Err(m) => Err(self.err(v.span(), path, format!("bad size: {m}"))),
             },
+            (ParamKind::Factor, DeValue::Integer(_) | DeValue::Float(_)) => {
+                match self.scalar(v, path, ParamKind::Float)? {
+                    Value::Float(x) if x > 0.0 => Ok(Value::Float(x)),
+                    _ => Err(self.err(v.span(), path, format!("expected {}", kind.describe()))),
+                }
+            }
             (ParamKind::Seconds | ParamKind::Float, DeValue::Integer(_)) => {
                 Ok(Value::Float(self.int(v, path)? as f64))
             }

@@ -131,6 +131,23 @@ fn notes(points: &[&PointResult]) -> Vec<String> {
     }) {
         notes.push("out-of-cache form: big-file (the file is larger than RAM)".into());
     }
+    let scaled: Vec<(u64, u64)> = points
+        .iter()
+        .filter_map(|p| {
+            let real = p.metrics.get("file_bytes")?.first().copied()? as u64;
+            let nominal = size_of(p, "file_size");
+            (real != nominal).then_some((nominal, real))
+        })
+        .collect();
+    if let (Some(lo), Some(hi)) = (scaled.iter().min(), scaled.iter().max()) {
+        notes.push(format!(
+            "trial run at a size scale: rows keep the nominal file sizes; the files were {} ({} row) … {} ({} row)",
+            format_size(lo.1),
+            format_size(lo.0),
+            format_size(hi.1),
+            format_size(hi.0)
+        ));
+    }
     if first("stdio_buffered").is_some() {
         notes.push("fwrite, frewrite, fread and freread are buffered: stdio never uses O_DIRECT (as IOzone -I)".into());
     }

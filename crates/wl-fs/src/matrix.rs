@@ -120,6 +120,12 @@ const PARAMS: &[ParamSpec] = &[
         help: "read the file back after the cell (untimed) and check every byte",
     },
     ParamSpec {
+        name: "size_scale",
+        kind: ParamKind::Factor,
+        default: ParamDefault::Float(1.0),
+        help: "multiplies file sizes (whole records, at least one) and the cgroup limit; `run --scale` multiplies it, for trial runs (tables keep the nominal sizes)",
+    },
+    ParamSpec {
         name: "target",
         kind: ParamKind::Text,
         default: ParamDefault::Str("/var/tmp"),
@@ -207,8 +213,11 @@ impl Config {
                 format!("direct I/O needs records that are a multiple of {ALIGN} bytes"),
             ));
         }
+        let scale = p.f64("size_scale").map_err(|e| get(e.into()))?;
+        let nominal = (file_size, cgroup_limit);
+        let (file_size, cgroup_limit) = scaled(file_size, record_size, cgroup_limit, scale);
         if cache == "out-of-cache" && ooc == "cgroup" {
-            if cgroup_limit < MIN_CGROUP_LIMIT {
+            if nominal.1 < MIN_CGROUP_LIMIT {
                 return Err(bad(
                     "cgroup_limit",
                     format!("must be at least {MIN_CGROUP_LIMIT} bytes (16 MiB)"),
@@ -218,7 +227,12 @@ impl Config {
                 return Err(bad(
                     "file_size",
                     format!(
-                        "out-of-cache with a cgroup limit of {cgroup_limit} bytes needs files of at least twice that (several times is better)"
+                        "out-of-cache with a cgroup limit of {cgroup_limit} bytes needs files of at least twice that (several times is better){}",
+                        if scale != 1.0 {
+                            format!("; at size_scale {scale} the file is {file_size} bytes")
+                        } else {
+                            String::new()
+                        }
                     ),
                 ));
             }
@@ -282,6 +296,18 @@ impl Config {
             },
         })
     }
+}
+
+/// The sizes a cell really uses at a size scale: the file in whole
+/// records (at least one), the cgroup limit no lower than
+/// [`MIN_CGROUP_LIMIT`].
+pub fn scaled(file: u64, record: u64, limit: u64, scale: f64) -> (u64, u64) {
+    if scale == 1.0 {
+        return (file, limit);
+    }
+    let f = ((file as f64 * scale) as u64 / record).max(1) * record;
+    let l = ((limit as f64 * scale) as u64).max(MIN_CGROUP_LIMIT);
+    (f, l)
 }
 
 fn mem_total_bytes() -> Option<u64> {
@@ -349,7 +375,8 @@ impl Workload for FsMatrix {
     fn expected_duration(&self, params: &Params) -> Duration {
         // Deliberately slow guesses (the runner declares a client hung
         // only after this plus a minute): about 14 passes over the file.
-        let file = params.u64("file_size").unwrap_or(0) as f64;
+        let file = params.u64("file_size").unwrap_or(0) as f64
+            * params.f64("size_scale").unwrap_or(1.0).min(1.0);
         let cached = params.str("cache").map(|c| c == "in-cache").unwrap_or(true);
         let bytes_per_s: f64 = if cached {
             256.0 * 1048576.0
@@ -374,8 +401,10 @@ impl Workload for FsMatrix {
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
+        // The study was validated at its own size scale; `run --scale`
+        // may have shrunk it past what a mode allows: skip, with why.
         let cfg = Config::from_params(params)
-            .map_err(|(k, m)| WorkloadError::Other(format!("{k}: {m}")))?;
+            .map_err(|(k, m)| WorkloadError::Unsupported(format!("{k}: {m}")))?;
         run(&cfg, &ctx.abort)
     }
 
@@ -409,6 +438,7 @@ impl Workload for FsMatrix {
             "cgroup_peak_bytes",
             "stdio_buffered",
             "loop_direct_io",
+            "file_bytes",
         ] {
             if let Some(&v) = client.counters.get(k) {
                 sample.metrics.insert(k.into(), v as f64);
@@ -487,6 +517,7 @@ pub fn run(cfg: &Config, abort: &AtomicBool) -> Result<SideResult, WorkloadError
     }
     r.counters
         .insert("checked_reads".into(), cell_result.checked_reads);
+    r.counters.insert("file_bytes".into(), cfg.cell.file_size);
     r.counters
         .insert("verified_records".into(), cell_result.verified_records);
     r.peak_rss_kib = benchlab_core::cpu::peak_rss_kib();
@@ -578,6 +609,17 @@ mod tests {
             0,
             "nothing left"
         );
+    }
+
+    #[test]
+    fn size_scale() {
+        assert_eq!(scaled(1 << 30, 1 << 20, 1 << 30, 1.0), (1 << 30, 1 << 30));
+        // Whole records, at least one; the limit not under 16 MiB.
+        assert_eq!(
+            scaled(1 << 30, 1 << 20, 1 << 30, 0.01),
+            (10 << 20, 16 << 20)
+        );
+        assert_eq!(scaled(1 << 20, 1 << 20, 1 << 28, 0.01).0, 1 << 20);
     }
 
     #[test]
