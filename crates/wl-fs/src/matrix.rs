@@ -439,6 +439,7 @@ impl Workload for FsMatrix {
             "stdio_buffered",
             "loop_direct_io",
             "file_bytes",
+            "verified_records",
         ] {
             if let Some(&v) = client.counters.get(k) {
                 sample.metrics.insert(k.into(), v as f64);
