@@ -440,6 +440,8 @@ impl Workload for FsMatrix {
             "loop_direct_io",
             "file_bytes",
             "verified_records",
+            "big_file",
+            "mem_total_bytes",
         ] {
             if let Some(&v) = client.counters.get(k) {
                 sample.metrics.insert(k.into(), v as f64);

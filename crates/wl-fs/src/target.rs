@@ -125,7 +125,8 @@ pub fn is_mount_point(dir: &Path) -> bool {
 /// A prepared target: the work directory exists; everything it created
 /// is undone by [`Prepared::cleanup`] or, failing that, on drop.
 pub struct Prepared {
-    work_dir: PathBuf,
+    /// Set once benchlab created it (never a path it did not make).
+    work_dir: Option<PathBuf>,
     mount: Option<PathBuf>,
     loop_dev: Option<String>,
     image: Option<PathBuf>,
@@ -152,12 +153,14 @@ exit 0
 impl Prepared {
     /// The directory the cell's file goes into.
     pub fn work_dir(&self) -> &Path {
-        &self.work_dir
+        self.work_dir
+            .as_deref()
+            .expect("a prepared target has its work directory")
     }
 
     /// The cell's file.
     pub fn file(&self) -> PathBuf {
-        self.work_dir.join(FILE_NAME)
+        self.work_dir().join(FILE_NAME)
     }
 
     /// How it was set up.
@@ -183,7 +186,7 @@ impl Prepared {
             .arg(arg(&self.mount))
             .arg(self.loop_dev.clone().unwrap_or_default())
             .arg(arg(&self.image))
-            .arg(self.work_dir.display().to_string())
+            .arg(arg(&self.work_dir))
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -220,17 +223,15 @@ impl Prepared {
                 first.get_or_insert(e);
             }
         };
-        let file = self.work_dir.join(FILE_NAME);
-        if file.exists() {
-            note(
-                std::fs::remove_file(&file).map_err(|e| format!("remove {}: {e}", file.display())),
-            );
-        }
-        if self.work_dir.exists() {
-            note(
-                std::fs::remove_dir(&self.work_dir)
-                    .map_err(|e| format!("remove {}: {e}", self.work_dir.display())),
-            );
+        if let Some(work) = self.work_dir.take() {
+            let file = work.join(FILE_NAME);
+            if file.exists() {
+                note(
+                    std::fs::remove_file(&file)
+                        .map_err(|e| format!("remove {}: {e}", file.display())),
+                );
+            }
+            note(std::fs::remove_dir(&work).map_err(|e| format!("remove {}: {e}", work.display())));
         }
         if let Some(m) = self.mount.take() {
             note(unmount(&m));
@@ -283,7 +284,7 @@ fn unmount(m: &Path) -> Result<(), String> {
 pub fn prepare(spec: &TargetSpec) -> Result<Prepared, WorkloadError> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let mut p = Prepared {
-        work_dir: PathBuf::new(),
+        work_dir: None,
         mount: None,
         loop_dev: None,
         image: None,
@@ -434,7 +435,7 @@ pub fn prepare(spec: &TargetSpec) -> Result<Prepared, WorkloadError> {
             WorkloadError::io(format!("create {}", work.display()), e)
         }
     })?;
-    p.work_dir = work;
+    p.work_dir = Some(work);
     if p.janitor.is_none() {
         p.start_janitor();
     }
