@@ -104,7 +104,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 format_duration(plan.expected_s(&plan.units))
             )?;
             for w in &s.workloads {
-                let n: usize = w.points().len();
+                let n: usize = benchlab_core::plan::planned_points(
+                    w,
+                    reg.get(&w.kind).expect("study validated"),
+                )
+                .len();
                 writeln!(
                     std::io::stdout(),
                     "  workload {} ({}): {} point(s) × {} repetition(s); rows: {}",

@@ -24,6 +24,7 @@ pub fn registry() -> benchlab_core::Registry {
     r.add(&benchlab_wl_net::STREAM)
         .add(&benchlab_wl_net::RR)
         .add(&benchlab_wl_net::PINGPONG)
+        .add(&benchlab_wl_fs::MATRIX)
         .add(&benchlab_core::fake::FAKE);
     r
 }

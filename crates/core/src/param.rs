@@ -16,10 +16,16 @@ pub enum ParamKind {
     Seconds,
     /// A floating-point number.
     Float,
+    /// A factor that `run --scale` multiplies, like durations (a workload
+    /// uses it to shrink sizes for trial runs).
+    Factor,
     /// `true` or `false`.
     Bool,
     /// One of a fixed set of words.
     Choice(&'static [&'static str]),
+    /// Free text: a path, a list of options (checked by the workload's
+    /// own `validate`).
+    Text,
 }
 
 impl ParamKind {
@@ -30,8 +36,10 @@ impl ParamKind {
             ParamKind::Count => "a non-negative integer".into(),
             ParamKind::Seconds => "a number of seconds".into(),
             ParamKind::Float => "a number".into(),
+            ParamKind::Factor => "a positive number (multiplied by `run --scale`)".into(),
             ParamKind::Bool => "true or false".into(),
             ParamKind::Choice(c) => format!("one of {}", quoted_list(c)),
+            ParamKind::Text => "a string".into(),
         }
     }
 }

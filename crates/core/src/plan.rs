@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::param::{ParamKind, Params, Value};
-use crate::study::{Order, Study};
-use crate::workload::Registry;
+use crate::study::{Order, Study, WorkloadEntry};
+use crate::workload::{Registry, Workload};
 
 /// Options that change a run without changing its study file. Recorded
 /// with the run, so that a resumed run uses the same ones.
@@ -87,11 +87,11 @@ impl Plan {
             let reps = if opts.quick { 1 } else { entry.repetitions };
             let quiesce_s = scale_s(entry.quiesce_s, opts.scale, 0.0);
             for c in 0..study.configurations.len() {
-                for (p, base) in entry.points().into_iter().enumerate() {
+                for (p, base) in planned_points(entry, wl).into_iter().enumerate() {
                     let mut params = base;
                     params.0.extend(entry.overrides[c].0.clone());
                     for spec in wl.params() {
-                        if spec.kind != ParamKind::Seconds {
+                        if spec.kind != ParamKind::Seconds && spec.kind != ParamKind::Factor {
                             continue;
                         }
                         if let Some(Value::Float(s)) = params.get(spec.name).cloned() {
@@ -121,6 +121,11 @@ impl Plan {
 
         // Index points by (workload, point, config) for ordering.
         let n_cfg = study.configurations.len();
+        let counts: Vec<usize> = study
+            .workloads
+            .iter()
+            .map(|e| planned_points(e, registry.get(&e.kind).expect("validated")).len())
+            .collect();
         let find = |c: usize, w: usize, p: usize| {
             points
                 .iter()
@@ -131,8 +136,8 @@ impl Plan {
         match study.order {
             Order::Sequential => {
                 for c in 0..n_cfg {
-                    for (w, entry) in study.workloads.iter().enumerate() {
-                        for p in 0..entry.points().len() {
+                    for (w, &count) in counts.iter().enumerate() {
+                        for p in 0..count {
                             let i = find(c, w, p);
                             for r in 0..points[i].repetitions {
                                 units.push(Unit {
@@ -145,8 +150,8 @@ impl Plan {
                 }
             }
             Order::Interleaved => {
-                for (w, entry) in study.workloads.iter().enumerate() {
-                    for p in 0..entry.points().len() {
+                for (w, &count) in counts.iter().enumerate() {
+                    for p in 0..count {
                         let reps = points[find(0, w, p)].repetitions;
                         for r in 0..reps {
                             for c in 0..n_cfg {
@@ -170,6 +175,16 @@ impl Plan {
             .map(|u| self.points[u.point].expected_s)
             .sum()
     }
+}
+
+/// The points of a workload entry that its workload plans (see
+/// [`Workload::include_point`]), in sweep order.
+pub fn planned_points(entry: &WorkloadEntry, wl: &dyn Workload) -> Vec<Params> {
+    entry
+        .points()
+        .into_iter()
+        .filter(|p| wl.include_point(p))
+        .collect()
 }
 
 fn scale_s(s: f64, scale: f64, floor: f64) -> f64 {

@@ -429,6 +429,12 @@ impl Ctx<'_> {
                 Ok(_) => Err(self.err(v.span(), path, format!("`{s}` is too large"))),
                 Err(m) => Err(self.err(v.span(), path, format!("bad size: {m}"))),
             },
+            (ParamKind::Factor, DeValue::Integer(_) | DeValue::Float(_)) => {
+                match self.scalar(v, path, ParamKind::Float)? {
+                    Value::Float(x) if x > 0.0 => Ok(Value::Float(x)),
+                    _ => Err(self.err(v.span(), path, format!("expected {}", kind.describe()))),
+                }
+            }
             (ParamKind::Seconds | ParamKind::Float, DeValue::Integer(_)) => {
                 Ok(Value::Float(self.int(v, path)? as f64))
             }
@@ -451,6 +457,7 @@ impl Ctx<'_> {
                 Ok(Value::Float(x))
             }
             (ParamKind::Bool, DeValue::Boolean(b)) => Ok(Value::Bool(*b)),
+            (ParamKind::Text, DeValue::String(s)) => Ok(Value::Str(s.to_string())),
             (ParamKind::Choice(allowed), DeValue::String(s)) => {
                 if allowed.contains(&s.as_ref()) {
                     Ok(Value::Str(s.to_string()))
@@ -521,6 +528,13 @@ impl Ctx<'_> {
                     out.push(value);
                 }
                 Ok(out)
+            }
+            // A doubling range of sizes (`"1MiB..4GiB"`), IOzone's `-n/-g`
+            // and `-y/-q` sweeps.
+            DeValue::String(s) if kind == ParamKind::Bytes && s.contains("..") => {
+                let sizes = crate::units::parse_size_range(s)
+                    .map_err(|m| self.err(v.span(), path, format!("bad size range: {m}")))?;
+                Ok(sizes.into_iter().map(|b| Value::Int(b as i64)).collect())
             }
             _ => Ok(vec![self.scalar(v, path, kind)?]),
         }

@@ -40,6 +40,38 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// Most sizes a doubling range may expand to: 1 KiB … 1 TiB is 31.
+pub const MAX_RANGE_SIZES: usize = 64;
+
+/// Parses a doubling range of sizes, `"1MiB..4GiB"` → 1 MiB, 2 MiB, …,
+/// 4 GiB (IOzone's `-n`/`-g` and `-y`/`-q` with its default multiplier 2).
+/// The upper end must be the lower end times a power of two.
+pub fn parse_size_range(text: &str) -> Result<Vec<u64>, String> {
+    let (lo, hi) = text.split_once("..").ok_or_else(|| {
+        format!("`{text}` is not a range: expected `FROM..TO`, e.g. \"8KiB..1MiB\"")
+    })?;
+    let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
+    if lo == 0 || hi < lo {
+        return Err(format!(
+            "`{text}`: expected 0 < FROM ≤ TO (the sizes double from FROM up to TO)"
+        ));
+    }
+    let mut out = vec![lo];
+    while *out.last().expect("non-empty") < hi {
+        let next = out.last().expect("non-empty") * 2;
+        if out.len() == MAX_RANGE_SIZES {
+            return Err(format!("`{text}` has more than {MAX_RANGE_SIZES} sizes"));
+        }
+        out.push(next);
+    }
+    if *out.last().expect("non-empty") != hi {
+        return Err(format!(
+            "`{text}`: TO must be FROM times a power of two (the sizes double)"
+        ));
+    }
+    Ok(out)
+}
+
 /// Formats a byte count compactly, exactly when possible (`65536` → `64KiB`).
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
@@ -80,6 +112,21 @@ mod tests {
             .contains("unknown size unit"));
         assert!(parse_size("KiB").is_err());
         assert!(parse_size("0.3B").is_err());
+    }
+
+    #[test]
+    fn size_ranges() {
+        assert_eq!(
+            parse_size_range("8k..64k"),
+            Ok(vec![8192, 16384, 32768, 65536])
+        );
+        assert_eq!(parse_size_range("1MiB..1MiB"), Ok(vec![1 << 20]));
+        assert_eq!(parse_size_range("1m..4g").unwrap().len(), 13);
+        assert!(parse_size_range("8k..60k")
+            .unwrap_err()
+            .contains("power of two"));
+        assert!(parse_size_range("64k..8k").is_err());
+        assert!(parse_size_range("0..8k").is_err());
     }
 
     #[test]

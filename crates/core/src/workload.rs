@@ -108,6 +108,12 @@ pub trait Workload: Send + Sync + 'static {
     fn validate(&self, _params: &Params) -> Result<(), (String, String)> {
         Ok(())
     }
+    /// Whether a point of the sweep is planned at all (IOzone's `-a` does
+    /// not run records larger than the file, nor small records of large
+    /// files). Points left out are not run, stored or shown.
+    fn include_point(&self, _params: &Params) -> bool {
+        true
+    }
     /// The metrics shown in tables for a point with these parameters.
     fn table_metrics(&self, params: &Params) -> Vec<MetricSpec>;
     /// Whether tables of this workload get an "Average" row (seed 000's

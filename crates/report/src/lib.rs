@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod html;
 pub mod import;
+pub mod matrix;
 pub mod model;
 pub mod render;
 

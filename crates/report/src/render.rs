@@ -265,6 +265,7 @@ fn terminal(report: &RunReport) -> String {
             let _ = writeln!(out, "  {note}");
         }
     }
+    out.push_str(&crate::matrix::render(report, false));
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
@@ -331,6 +332,7 @@ fn markdown(report: &RunReport) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&crate::matrix::render(report, true));
     out.push_str(&legend(report));
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
