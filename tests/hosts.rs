@@ -291,16 +291,20 @@ fn a_relayed_delay_shows_up_in_round_trips() {
                 );
             }
         }
-        // Medians, not means: one stall of this shared VM (a few ms, now
-        // and then) moves the mean of a few hundred round trips by tens of
-        // µs, which is the size of the tolerance.
+        // The fastest round trip of a ping-pong is what the path imposes
+        // with the least of this shared VM's scheduling noise added (a
+        // median or mean moves by hundreds of µs when other work wakes
+        // the host late after a 5–10 ms sleep), so it is held to the
+        // tight tolerance. An rr repetition only has its mean: it must
+        // rise by at least the imposed delay (less the tolerance) and by
+        // no more than 5 % over it.
         for proto in ["tcp", "udp"] {
             let label = format!("protocol={proto}");
             // Ping-pong reports RTT/2: its rise is one delay.
             let rise_rtt = 2.0
-                * (metric(point(j, "net.pingpong", &label), "rtt_half_median_us")
-                    - metric(point(base, "net.pingpong", &label), "rtt_half_median_us"));
-            eprintln!("delay {delay_ms} ms, {proto} ping-pong: round trip rose {rise_rtt:.1} µs (imposed {:.0} µs)", 2.0 * d_us);
+                * (metric(point(j, "net.pingpong", &label), "rtt_half_min_us")
+                    - metric(point(base, "net.pingpong", &label), "rtt_half_min_us"));
+            eprintln!("delay {delay_ms} ms, {proto} ping-pong: fastest round trip rose {rise_rtt:.1} µs (imposed {:.0} µs)", 2.0 * d_us);
             assert!(
                 (rise_rtt - 2.0 * d_us).abs() <= tolerance,
                 "{proto} ping-pong rose {rise_rtt} µs for 2×{d_us} µs"
@@ -309,7 +313,7 @@ fn a_relayed_delay_shows_up_in_round_trips() {
                 - median_metric(point(base, "net.rr", &label), "rtt_us");
             eprintln!("delay {delay_ms} ms, {proto} rr: round trip rose {rise_rr:.1} µs");
             assert!(
-                (rise_rr - 2.0 * d_us).abs() <= tolerance,
+                rise_rr >= 2.0 * d_us - tolerance && rise_rr <= 2.0 * d_us * 1.05,
                 "{proto} rr rose {rise_rr} µs for 2×{d_us} µs"
             );
         }
