@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds benchlab and runs the demo study on this machine (about two
-# minutes): every network workload, two placements, tables at the end.
-# Results go to ./benchlab.db; `./target/release/benchlab show` prints them again.
+# minutes): every network workload, two placements, tables at the end,
+# then writes the report of the run (demo-report.html, self-contained, and
+# demo-report.md). Results go to ./benchlab.db; `./target/release/benchlab
+# show` prints them again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -9,4 +11,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 cargo build --release --locked
-exec ./target/release/benchlab run studies/demo.toml "$@"
+status=0
+./target/release/benchlab run studies/demo.toml "$@" || status=$?
+# The report of the newest run, also when some points failed (exit 3).
+if [ "$status" = 0 ] || [ "$status" = 3 ]; then
+  ./target/release/benchlab report --html demo-report.html --md demo-report.md
+  echo "report: $(pwd)/demo-report.html (and demo-report.md)"
+fi
+exit "$status"
