@@ -26,6 +26,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../../profiles/latency-performance.toml"),
     ),
     ("storage", include_str!("../../../profiles/storage.toml")),
+    ("realtime", include_str!("../../../profiles/realtime.toml")),
 ];
 
 /// A parsed profile.
