@@ -105,6 +105,11 @@ pub struct Entry {
     /// initial one (`net.*` sysctls are per namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
+    /// The writer's network namespace (`net:[4026531833]`, from
+    /// /proc/self/ns/net), so that `net.*` sysctls are put back in the
+    /// namespace they were changed in, whoever restores them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_id: Option<String>,
     /// Human name of the setting (`sysctl net.core.rmem_max`).
     pub setting: String,
     /// What to undo.
@@ -118,6 +123,7 @@ pub struct Journal {
     seq: u64,
     host: String,
     netns: Option<String>,
+    netns_id: Option<String>,
     entries: Vec<Entry>,
 }
 
@@ -169,6 +175,7 @@ impl Journal {
             seq: 0,
             host: host.into(),
             netns,
+            netns_id: crate::sys::own_netns_id(),
             entries: Vec::new(),
         })
     }
@@ -187,6 +194,7 @@ impl Journal {
             at_ns: now_ns(),
             host: self.host.clone(),
             netns: self.netns.clone(),
+            netns_id: self.netns_id.clone(),
             setting: setting.into(),
             change,
         };

@@ -554,7 +554,25 @@ impl Session {
                     ),
                 }
             }
-            if let Err(e) = journal.finish() {
+            if reports
+                .iter()
+                .any(|r| r.status == ChangeStatus::RevertFailed)
+            {
+                // The journal stays: `benchlab run` refuses to start until
+                // `benchlab restore` has tried again (and said what it could
+                // not put back).
+                push(
+                    &mut reports,
+                    "journal",
+                    None,
+                    None,
+                    ChangeStatus::RevertFailed,
+                    format!(
+                        "kept at {}: run `benchlab restore`",
+                        journal.path().display()
+                    ),
+                );
+            } else if let Err(e) = journal.finish() {
                 push(
                     &mut reports,
                     "journal",

@@ -38,24 +38,52 @@ pub fn sysctl_path(name: &str) -> String {
     format!("/proc/sys/{}", name.replace('.', "/"))
 }
 
-/// Runs `f` on a thread that has entered the network namespace of `netns`
-/// (`/run/netns/NAME`), or the initial one (`/proc/1/ns/net`) when `None`
-/// — `/proc/sys/net` shows the namespace of the thread that opens it.
+/// This process's network namespace, as /proc/self/ns/net names it.
+pub fn own_netns_id() -> Option<String> {
+    fs::read_link("/proc/self/ns/net")
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+/// A file that opens the network namespace `id` (`net:[…]`): a named one
+/// (`/run/netns/NAME`) when given, else that of any process in it (PID 1's
+/// may be closed to us, as on this project's VMs).
+fn netns_file(name: Option<&str>, id: Option<&str>) -> Result<fs::File, String> {
+    if let Some(n) = name {
+        let p = format!("/run/netns/{n}");
+        return fs::File::open(&p).map_err(|e| format!("network namespace {p} is gone ({e})"));
+    }
+    let id = id.ok_or("the journal does not say which network namespace")?;
+    for pid in all_pids() {
+        let p = format!("/proc/{pid}/ns/net");
+        if fs::read_link(&p).is_ok_and(|l| l.display().to_string() == id) {
+            if let Ok(f) = fs::File::open(&p) {
+                return Ok(f);
+            }
+        }
+    }
+    Err(format!(
+        "no process is left in network namespace {id}: it is gone"
+    ))
+}
+
+/// Runs `f` in the network namespace a journal entry was written in
+/// (`/proc/sys/net` shows the namespace of the thread that opens it): on
+/// this thread when it is ours, else on a thread that enters it.
 pub fn in_netns<T: Send + 'static>(
-    netns: Option<&str>,
+    name: Option<&str>,
+    id: Option<&str>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, String> {
-    let ns_path = match netns {
-        Some(n) => format!("/run/netns/{n}"),
-        None => "/proc/1/ns/net".to_string(),
-    };
-    let ns = fs::File::open(&ns_path)
-        .map_err(|e| format!("network namespace {ns_path} is gone ({e})"))?;
+    if name.is_none() && (id.is_none() || id.map(str::to_string) == own_netns_id()) {
+        return Ok(f());
+    }
+    let ns = netns_file(name, id)?;
     std::thread::spawn(move || {
         // SAFETY: setns on this (short-lived) thread only, with a valid fd.
         if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
             return Err(format!(
-                "cannot enter network namespace {ns_path}: {}",
+                "cannot enter the network namespace: {}",
                 std::io::Error::last_os_error()
             ));
         }
@@ -187,7 +215,7 @@ pub fn undo(entry: &Entry) -> Result<String, String> {
                 Ok("restored".into())
             };
             if path.starts_with("/proc/sys/net/") {
-                in_netns(entry.netns.as_deref(), put_back)?
+                in_netns(entry.netns.as_deref(), entry.netns_id.as_deref(), put_back)?
             } else {
                 if !Path::new(&path).exists() {
                     return Ok(format!("{path} no longer exists"));
