@@ -221,6 +221,20 @@ cpus = "1"
     )
 }
 
+/// A scratch directory, its state directory and the test profile, or
+/// `None` (said why) when no IRQ here can be moved.
+fn tuned_scratch() -> Option<(Scratch, String, std::path::PathBuf)> {
+    let Some(irq) = movable_irq() else {
+        eprintln!("skipped: no IRQ here accepts a new affinity");
+        return None;
+    };
+    let sc = Scratch::new();
+    let state = sc.path("state").display().to_string();
+    let profile = sc.path("p.toml");
+    std::fs::write(&profile, test_profile(&irq)).unwrap();
+    Some((sc, state, profile))
+}
+
 fn study(profile_file: &str, extra: &str, sleep_s: f64, reps: u32) -> String {
     format!(
         r#"
@@ -260,14 +274,9 @@ fn restore(sc: &Scratch, state: &str) -> String {
 fn sigkill_at_any_moment_then_restore_puts_everything_back() {
     need_env!();
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(irq) = movable_irq() else {
-        eprintln!("skipped: no IRQ here accepts a new affinity");
+    let Some((sc, state, profile)) = tuned_scratch() else {
         return;
     };
-    let sc = Scratch::new();
-    let state = sc.path("state").display().to_string();
-    let profile = sc.path("p.toml");
-    std::fs::write(&profile, test_profile(&irq)).unwrap();
     let extra = "shield = \"1\"\nload = { workers = 2 }";
     let path = sc.study(
         "s.toml",
@@ -337,14 +346,9 @@ fn sigkill_at_any_moment_then_restore_puts_everything_back() {
 fn run_reverts_and_refuses_unrestored_journal() {
     need_env!();
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(irq) = movable_irq() else {
-        eprintln!("skipped: no IRQ here accepts a new affinity");
+    let Some((sc, state, profile)) = tuned_scratch() else {
         return;
     };
-    let sc = Scratch::new();
-    let state = sc.path("state").display().to_string();
-    let profile = sc.path("p.toml");
-    std::fs::write(&profile, test_profile(&irq)).unwrap();
     let path = sc.study("s.toml", &study(&profile.display().to_string(), "", 0.0, 1));
     let before = snapshot();
     let out = bl(&sc, &state, &["run", path.to_str().unwrap()])

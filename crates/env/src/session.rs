@@ -535,24 +535,7 @@ impl Session {
         }
         if let Some(journal) = self.journal.take() {
             for e in journal.entries().iter().rev() {
-                match sys::undo(e) {
-                    Ok(note) => push(
-                        &mut reports,
-                        &e.setting,
-                        None,
-                        None,
-                        ChangeStatus::Reverted,
-                        note,
-                    ),
-                    Err(why) => push(
-                        &mut reports,
-                        &e.setting,
-                        None,
-                        None,
-                        ChangeStatus::RevertFailed,
-                        why,
-                    ),
-                }
+                reports.push(undo_report(e.setting.clone(), e));
             }
             if reports
                 .iter()
@@ -595,6 +578,21 @@ impl Drop for Session {
     }
 }
 
+/// Undoes one journal entry and says how that went.
+fn undo_report(setting: String, e: &journal::Entry) -> ChangeReport {
+    let (status, note) = match sys::undo(e) {
+        Ok(note) => (ChangeStatus::Reverted, note),
+        Err(why) => (ChangeStatus::RevertFailed, why),
+    };
+    ChangeReport {
+        setting,
+        before: None,
+        after: None,
+        status,
+        note,
+    }
+}
+
 /// Undoes every journal left in `dir` (newest entry first, across all
 /// journals), removes the journals, and says what was done.
 pub fn restore_all(dir: &Path) -> Result<Vec<ChangeReport>, EnvError> {
@@ -607,24 +605,7 @@ pub fn restore_all(dir: &Path) -> Result<Vec<ChangeReport>, EnvError> {
     let mut reports = Vec::new();
     for e in &entries {
         let setting = format!("{} on {}", e.setting, e.host);
-        match sys::undo(e) {
-            Ok(note) => push(
-                &mut reports,
-                &setting,
-                None,
-                None,
-                ChangeStatus::Reverted,
-                note,
-            ),
-            Err(why) => push(
-                &mut reports,
-                &setting,
-                None,
-                None,
-                ChangeStatus::RevertFailed,
-                why,
-            ),
-        }
+        reports.push(undo_report(setting, e));
     }
     for f in &files {
         std::fs::remove_file(f).map_err(|e| EnvError::io(format!("remove {}", f.display()), e))?;
