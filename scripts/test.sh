@@ -3,6 +3,7 @@
 # workspace. README.md and .ci/run both call exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
