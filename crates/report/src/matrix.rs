@@ -16,7 +16,7 @@ use benchlab_stats as stats;
 use benchlab_wl_fs::Pattern;
 
 use crate::model::{PointResult, RunReport};
-use crate::render::group_thousands;
+use crate::render::{group_thousands, write_aligned, write_md_table};
 
 /// The workload kind these matrices are for.
 pub const KIND: &str = "fs.matrix";
@@ -83,26 +83,11 @@ fn table(
     }
     if md {
         let _ = writeln!(out, "#### {title}\n");
-        for (i, r) in rows.iter().enumerate() {
-            let _ = writeln!(out, "| {} |", r.join(" | "));
-            if i == 0 {
-                let _ = writeln!(out, "|{}", "---:|".repeat(r.len()));
-            }
-        }
+        write_md_table(out, &rows);
         out.push('\n');
     } else {
         let _ = writeln!(out, "  {title}");
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-            .collect();
-        for r in &rows {
-            let line: Vec<String> = r
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:>w$}"))
-                .collect();
-            let _ = writeln!(out, "    {}", line.join("  "));
-        }
+        write_aligned(out, &rows, "    ", false);
     }
 }
 
@@ -289,26 +274,11 @@ pub fn render(report: &RunReport, md: bool) -> String {
                 out,
                 "## {w}: geometric mean over the patterns and cells (KiB/s)\n"
             );
-            for (i, r) in rows.iter().enumerate() {
-                let _ = writeln!(out, "| {} |", r.join(" | "));
-                if i == 0 {
-                    let _ = writeln!(out, "|{}", "---:|".repeat(r.len()));
-                }
-            }
+            write_md_table(&mut out, &rows);
             out.push('\n');
         } else {
             let _ = writeln!(out, "\n{w} · geometric mean over the patterns and cells (KiB/s; - = a cell without a figure)");
-            let widths: Vec<usize> = (0..rows[0].len())
-                .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-                .collect();
-            for r in &rows {
-                let line: Vec<String> = r
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| format!("{c:>w$}"))
-                    .collect();
-                let _ = writeln!(out, "  {}", line.join("  "));
-            }
+            write_aligned(&mut out, &rows, "  ", false);
         }
     }
     out

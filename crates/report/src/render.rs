@@ -202,6 +202,38 @@ fn legend(report: &RunReport) -> String {
     )
 }
 
+/// Writes rows (the first is the header) as a Markdown table, every
+/// column right-aligned.
+pub(crate) fn write_md_table(out: &mut String, rows: &[Vec<String>]) {
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+        if i == 0 {
+            let _ = writeln!(out, "|{}", "---:|".repeat(r.len()));
+        }
+    }
+}
+
+/// Writes rows as right-aligned text columns two spaces apart, each line
+/// indented by `indent`; with `rule`, a line of dashes under the first row.
+pub(crate) fn write_aligned(out: &mut String, rows: &[Vec<String>], indent: &str, rule: bool) {
+    let Some(first) = rows.first() else { return };
+    let widths: Vec<usize> = (0..first.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for (n, row) in rows.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}", w = *w))
+            .collect();
+        let _ = writeln!(out, "{indent}{}", line.join("  ").trim_end());
+        if rule && n == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            let _ = writeln!(out, "{indent}{}", "-".repeat(total));
+        }
+    }
+}
+
 fn terminal(report: &RunReport) -> String {
     let mut out = String::new();
     let r = &report.run;
@@ -246,21 +278,7 @@ fn terminal(report: &RunReport) -> String {
         if let Some(a) = &t.average {
             rows.push(row_cells(t, a, true));
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-            .collect();
-        for (n, row) in rows.iter().enumerate() {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:>w$}", w = *w))
-                .collect();
-            let _ = writeln!(out, "  {}", line.join("  ").trim_end());
-            if n == 0 {
-                let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-                let _ = writeln!(out, "  {}", "-".repeat(total));
-            }
-        }
+        write_aligned(&mut out, &rows, "  ", true);
         if let Some(note) = confidence_note(t) {
             let _ = writeln!(out, "  {note}");
         }
@@ -312,13 +330,15 @@ fn markdown(report: &RunReport) -> String {
     }
     for t in &report.tables {
         let _ = writeln!(out, "## {}\n", title_of(t));
-        let h = header(t);
-        let _ = writeln!(out, "| {} |", h.join(" | "));
-        let _ = writeln!(out, "|{}", "---:|".repeat(h.len()));
         let (min_n, max_n) = n_range(t).unwrap_or((0, 0));
-        for row in t.rows.iter().chain(t.average.iter()) {
-            let _ = writeln!(out, "| {} |", row_cells_md(t, row, max_n).join(" | "));
-        }
+        let mut rows = vec![header(t)];
+        rows.extend(
+            t.rows
+                .iter()
+                .chain(t.average.iter())
+                .map(|row| row_cells_md(t, row, max_n)),
+        );
+        write_md_table(&mut out, &rows);
         if min_n == max_n {
             let _ = writeln!(out, "\nn = {max_n} repetition(s) per figure.");
         } else {
