@@ -335,6 +335,16 @@ pub(crate) fn set_timeouts(s: &Socket, recv: Duration, what: &str) -> Result<(),
         .map_err(io_err(what, "setsockopt(SO_SNDTIMEO)"))
 }
 
+/// Stage two of validation again at run time (an agent may get parameters
+/// no study file checked), as a workload error naming the kind.
+pub(crate) fn checked(
+    wl: &dyn benchlab_core::Workload,
+    params: &Params,
+) -> Result<(), WorkloadError> {
+    wl.validate(params)
+        .map_err(|(key, msg)| WorkloadError::Other(format!("{}: {key}: {msg}", wl.kind())))
+}
+
 /// Sets `TCP_NODELAY` as asked (both netperf and sfnt-pingpong leave Nagle
 /// on unless told otherwise).
 pub(crate) fn set_nodelay(s: &Socket, nodelay: bool, what: &str) -> Result<(), WorkloadError> {

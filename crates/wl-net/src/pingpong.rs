@@ -52,8 +52,8 @@ use benchlab_core::{
 };
 
 use crate::common::{
-    abort_wins, need_server, put, put_cpu, secs, serve_requests, server_addr, side_result, size,
-    validate_times, Exchanger, Outcome, Proto, ServeSpec, Timer, PROTOCOL, UDP_MAX_PAYLOAD,
+    abort_wins, checked, need_server, put, put_cpu, secs, serve_requests, server_addr, side_result,
+    size, validate_times, Exchanger, Outcome, Proto, ServeSpec, Timer, PROTOCOL, UDP_MAX_PAYLOAD,
 };
 
 /// The `net.pingpong` workload (sfnt-pingpong).
@@ -147,9 +147,7 @@ impl Config {
             iterations,
             series_points: params.u64(SERIES_POINTS.name)? as usize,
         };
-        if let Err((key, msg)) = PINGPONG.validate(params) {
-            return Err(WorkloadError::Other(format!("{KIND}: {key}: {msg}")));
-        }
+        checked(&PINGPONG, params)?;
         Ok(cfg)
     }
 }

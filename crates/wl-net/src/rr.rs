@@ -51,7 +51,7 @@ use benchlab_core::{
 };
 
 use crate::common::{
-    abort_wins, need_server, opt_size, put, put_cpu, secs, serve_requests, server_addr,
+    abort_wins, checked, need_server, opt_size, put, put_cpu, secs, serve_requests, server_addr,
     side_result, size, validate_times, Exchanger, Outcome, Proto, ServeSpec, Timer, PROTOCOL,
     UDP_MAX_PAYLOAD,
 };
@@ -122,9 +122,7 @@ impl Config {
             duration: secs(params, DURATION.name)?,
             warmup: secs(params, WARMUP.name)?,
         };
-        if let Err((key, msg)) = RR.validate(params) {
-            return Err(WorkloadError::Other(format!("{KIND}: {key}: {msg}")));
-        }
+        checked(&RR, params)?;
         Ok(cfg)
     }
 }

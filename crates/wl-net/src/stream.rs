@@ -67,10 +67,10 @@ use benchlab_core::{
 };
 
 use crate::common::{
-    abort_wins, await_client, bind_server, connect, enable_recverr, is_enobufs, need_server,
-    opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr, set_timeouts, side_result,
-    size, sys_recv, sys_send, tcp_drain, udp_end_markers, validate_buffer, validate_times, Bufs,
-    Proto, Timer, ACCEPT_TIMEOUT, PAD_TIME, PROTOCOL, UDP_MAX_PAYLOAD,
+    abort_wins, await_client, bind_server, checked, connect, enable_recverr, is_enobufs,
+    need_server, opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr, set_timeouts,
+    side_result, size, sys_recv, sys_send, tcp_drain, udp_end_markers, validate_buffer,
+    validate_times, Bufs, Proto, Timer, ACCEPT_TIMEOUT, PAD_TIME, PROTOCOL, UDP_MAX_PAYLOAD,
 };
 
 /// The `net.stream` workload (netperf `TCP_STREAM` / `UDP_STREAM`).
@@ -163,9 +163,7 @@ impl Config {
             duration: secs(params, DURATION.name)?,
             warmup: secs(params, WARMUP.name)?,
         };
-        if let Err((key, msg)) = STREAM.validate(params) {
-            return Err(WorkloadError::Other(format!("{KIND}: {key}: {msg}")));
-        }
+        checked(&STREAM, params)?;
         Ok(cfg)
     }
 }
@@ -400,6 +398,26 @@ fn mbps(bytes: u64, elapsed_s: f64) -> f64 {
 /// The receive size: as asked, else netperf `-M`'s default, the receive
 /// buffer read back (Linux reports twice the value set), at least one
 /// message.
+/// The receiving side's socket, bound with its buffer, announced, and
+/// connected to its sender, with its receive size.
+fn accept_receiver(
+    proto: Proto,
+    cfg: &Config,
+    ctx: &ServerCtx,
+    ready: &mut dyn FnMut(u16),
+) -> Result<(socket2::Socket, usize), WorkloadError> {
+    let bufs = Bufs {
+        send: None,
+        recv: cfg.recv_buffer,
+    };
+    let (sock, port) = bind_server(proto, ctx.bind, bufs, SERVER)?;
+    ready(port);
+    let s = await_client(proto, sock, &ctx.abort, ACCEPT_TIMEOUT, SERVER)?;
+    set_timeouts(&s, ABORT_POLL, SERVER)?;
+    let rsize = receive_size(cfg, &s)?;
+    Ok((s, rsize))
+}
+
 fn receive_size(cfg: &Config, s: &socket2::Socket) -> Result<usize, WorkloadError> {
     match cfg.receive_size {
         Some(n) => Ok(n),
@@ -475,15 +493,7 @@ fn tcp_receiver(
     ready: &mut dyn FnMut(u16),
 ) -> Result<SideResult, WorkloadError> {
     let abort = &*ctx.abort;
-    let bufs = Bufs {
-        send: None,
-        recv: cfg.recv_buffer,
-    };
-    let (listener, port) = bind_server(Proto::Tcp, ctx.bind, bufs, SERVER)?;
-    ready(port);
-    let s = await_client(Proto::Tcp, listener, abort, ACCEPT_TIMEOUT, SERVER)?;
-    set_timeouts(&s, ABORT_POLL, SERVER)?;
-    let rsize = receive_size(cfg, &s)?;
+    let (s, rsize) = accept_receiver(Proto::Tcp, cfg, ctx, ready)?;
     let fd = s.as_raw_fd();
     let mut buf = PageBuf::new(rsize);
 
@@ -651,15 +661,7 @@ fn udp_receiver(
     ready: &mut dyn FnMut(u16),
 ) -> Result<SideResult, WorkloadError> {
     let abort = &*ctx.abort;
-    let bufs = Bufs {
-        send: None,
-        recv: cfg.recv_buffer,
-    };
-    let (sock, port) = bind_server(Proto::Udp, ctx.bind, bufs, SERVER)?;
-    ready(port);
-    let s = await_client(Proto::Udp, sock, abort, ACCEPT_TIMEOUT, SERVER)?;
-    set_timeouts(&s, ABORT_POLL, SERVER)?;
-    let rsize = receive_size(cfg, &s)?;
+    let (s, rsize) = accept_receiver(Proto::Udp, cfg, ctx, ready)?;
     let fd = s.as_raw_fd();
     // At least one byte, to read the phase.
     let mut buf = PageBuf::new(rsize.max(1));
