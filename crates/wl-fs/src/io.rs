@@ -525,15 +525,39 @@ fn rewrite_pass(
     finish_fd(spec, fd, t0, "rewrite")
 }
 
-/// Fails when a timed read loop saw a record from the wrong offset.
-fn check_reads(spec: &CellSpec, what: &str, bad: u64, first_bad: u64) -> Result<(), WorkloadError> {
-    if bad == 0 {
-        return Ok(());
+/// Records a read loop found at the wrong offset: a counter and the first
+/// offset, two integer updates per record and only on a mismatch, so the
+/// check costs the measured loop next to nothing.
+#[derive(Default)]
+struct Misreads {
+    bad: u64,
+    first: u64,
+}
+
+impl Misreads {
+    /// Notes a record whose stamp is `got` where `want` was expected.
+    #[inline(always)]
+    fn check(&mut self, got: u64, want: u64) {
+        if got != want {
+            if self.bad == 0 {
+                self.first = want;
+            }
+            self.bad += 1;
+        }
     }
-    Err(WorkloadError::Other(format!(
-        "{what}: {bad} record(s) of {} came back with the wrong contents (first at offset {first_bad})",
-        spec.path.display()
-    )))
+
+    /// Fails when any record came from the wrong offset.
+    fn result(&self, spec: &CellSpec, what: &str) -> Result<(), WorkloadError> {
+        if self.bad == 0 {
+            return Ok(());
+        }
+        Err(WorkloadError::Other(format!(
+            "{what}: {} record(s) of {} came back with the wrong contents (first at offset {})",
+            self.bad,
+            spec.path.display(),
+            self.first
+        )))
+    }
 }
 
 fn read_pass(
@@ -549,17 +573,14 @@ fn read_pass(
     // IOzone's untimed priming: one read, then back to 0.
     read_full(fd.0, b).map_err(|e| io_err("read: read", path, e))?;
     seek(fd.0, 0, libc::SEEK_SET).map_err(|e| io_err("read: lseek", path, e))?;
-    let (mut bad, mut first_bad) = (0u64, 0u64);
+    let mut misreads = Misreads::default();
     let t0 = Instant::now();
     for i in 0..n {
         read_full(fd.0, b).map_err(|e| io_err("read: read", path, e))?;
-        if head(b) != i * rec {
-            bad += 1;
-            first_bad = if bad == 1 { i * rec } else { first_bad };
-        }
+        misreads.check(head(b), i * rec);
     }
     let elapsed = finish_fd(spec, fd, t0, "read")?;
-    check_reads(spec, "read", bad, first_bad)?;
+    misreads.result(spec, "read")?;
     Ok((elapsed, n))
 }
 
@@ -576,7 +597,7 @@ fn random_pass(
     let fd = open(spec, libc::O_RDWR | libc::O_CREAT | dflag, what)?;
     let rec = spec.record_size;
     let b = buf.as_mut_slice();
-    let (mut bad, mut first_bad) = (0u64, 0u64);
+    let mut misreads = Misreads::default();
     let t0 = Instant::now();
     if write {
         for &r in perm {
@@ -594,14 +615,11 @@ fn random_pass(
             seek(fd.0, off as i64, libc::SEEK_SET)
                 .map_err(|e| io_err("random read: lseek", path, e))?;
             read_full(fd.0, b).map_err(|e| io_err("random read: read", path, e))?;
-            if head(b) != off {
-                bad += 1;
-                first_bad = if bad == 1 { off } else { first_bad };
-            }
+            misreads.check(head(b), off);
         }
     }
     let elapsed = finish_fd(spec, fd, t0, what)?;
-    check_reads(spec, what, bad, first_bad)?;
+    misreads.result(spec, what)?;
     Ok((elapsed, if write { 0 } else { perm.len() as u64 }))
 }
 
@@ -618,7 +636,7 @@ fn bkwd_pass(
     let fd = open(spec, libc::O_RDONLY | dflag, "backward read")?;
     let rec = spec.record_size;
     let b = buf.as_mut_slice();
-    let (mut bad, mut first_bad) = (0u64, 0u64);
+    let mut misreads = Misreads::default();
     let back = -2 * rec as i64;
     let t0 = Instant::now();
     seek(fd.0, -(rec as i64), libc::SEEK_END)
@@ -626,17 +644,14 @@ fn bkwd_pass(
     for i in 0..n {
         read_full(fd.0, b).map_err(|e| io_err("backward read: read", path, e))?;
         let want = (n - 1 - i) * rec;
-        if head(b) != want {
-            bad += 1;
-            first_bad = if bad == 1 { want } else { first_bad };
-        }
+        misreads.check(head(b), want);
         if i + 1 < n {
             seek(fd.0, back, libc::SEEK_CUR)
                 .map_err(|e| io_err("backward read: lseek", path, e))?;
         }
     }
     let elapsed = finish_fd(spec, fd, t0, "backward read")?;
-    check_reads(spec, "backward read", bad, first_bad)?;
+    misreads.result(spec, "backward read")?;
     Ok((elapsed, n))
 }
 
@@ -670,21 +685,18 @@ fn stride_pass(
     let rec = spec.record_size;
     let stride = spec.stride;
     let b = buf.as_mut_slice();
-    let (mut bad, mut first_bad) = (0u64, 0u64);
+    let mut misreads = Misreads::default();
     let (mut pos, mut wrap) = (0u64, 0u64);
     let t0 = Instant::now();
     for _ in 0..n {
         read_full(fd.0, b).map_err(|e| io_err("stride read: read", path, e))?;
-        if head(b) != pos * rec {
-            bad += 1;
-            first_bad = if bad == 1 { pos * rec } else { first_bad };
-        }
+        misreads.check(head(b), pos * rec);
         pos = stride_next(pos, &mut wrap, n, stride);
         seek(fd.0, (pos * rec) as i64, libc::SEEK_SET)
             .map_err(|e| io_err("stride read: lseek", path, e))?;
     }
     let elapsed = finish_fd(spec, fd, t0, "stride read")?;
-    check_reads(spec, "stride read", bad, first_bad)?;
+    misreads.result(spec, "stride read")?;
     Ok((elapsed, n))
 }
 
@@ -750,7 +762,7 @@ fn fread_pass(spec: &CellSpec, buf: &mut AlignedBuf, n: u64) -> Result<(f64, u64
     let reclen = spec.record_size as usize;
     let s = Stream::open(path, "r", reclen).map_err(|e| io_err("fread: fopen", path, e))?;
     let b = buf.as_mut_slice();
-    let (mut bad, mut first_bad) = (0u64, 0u64);
+    let mut misreads = Misreads::default();
     let t0 = Instant::now();
     for i in 0..n {
         // SAFETY: b is valid for reclen bytes; s is open.
@@ -762,17 +774,10 @@ fn fread_pass(spec: &CellSpec, buf: &mut AlignedBuf, n: u64) -> Result<(f64, u64
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "short read"),
             ));
         }
-        if head(b) != i * spec.record_size {
-            bad += 1;
-            first_bad = if bad == 1 {
-                i * spec.record_size
-            } else {
-                first_bad
-            };
-        }
+        misreads.check(head(b), i * spec.record_size);
     }
     let elapsed = finish_stream(spec, s, t0, "fread", false)?;
-    check_reads(spec, "fread", bad, first_bad)?;
+    misreads.result(spec, "fread")?;
     Ok((elapsed, n))
 }
 
