@@ -71,12 +71,7 @@ fn env_request(req: Request) -> Response {
             }
             match benchlab_env::Session::apply(&spec, &dir) {
                 Ok((session, changes)) => {
-                    // Through this agent's /proc root, so that sides in
-                    // other mount namespaces (`ip netns exec` agents) reach
-                    // the same cgroup file.
-                    let shield_tasks = session
-                        .shield_tasks()
-                        .map(|t| format!("/proc/{}/root{t}", std::process::id()));
+                    let shield_tasks = session.shield_tasks().map(str::to_string);
                     *guard = Some(session);
                     Response::EnvApplied {
                         changes,

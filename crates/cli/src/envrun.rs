@@ -126,31 +126,54 @@ impl EnvControl {
             };
             let machine_wide =
                 first_on_machine && (config.env.shield.is_some() || config.env.load.is_some());
-            let mut specs = vec![SessionSpec {
-                host: host.clone(),
-                netns: netns.clone(),
-                profile: profile.as_ref().map(|(n, t, _)| (n.clone(), t.clone())),
-                shield: config.env.shield.clone().filter(|_| first_on_machine),
-                load: config.env.load.clone().filter(|_| first_on_machine),
-            }];
+            // (spec, applied by an agent of the machine itself)
+            let mut specs = vec![(
+                SessionSpec {
+                    host: host.clone(),
+                    netns: netns.clone(),
+                    profile: profile.as_ref().map(|(n, t, _)| (n.clone(), t.clone())),
+                    shield: config.env.shield.clone().filter(|_| first_on_machine),
+                    load: config.env.load.clone().filter(|_| first_on_machine),
+                },
+                false,
+            )];
             if machine_wide && netns.is_some() {
                 // The shield and the load go to an agent of the machine
                 // itself (see `Pool::spawn_env_machine`).
-                let (shield, load) = (specs[0].shield.take(), specs[0].load.take());
-                specs.push(SessionSpec {
-                    host: format!("{host} (machine)"),
-                    netns: None,
-                    profile: None,
-                    shield,
-                    load,
-                });
+                let (shield, load) = (specs[0].0.shield.take(), specs[0].0.load.take());
+                specs.push((
+                    SessionSpec {
+                        host: format!("{host} (machine)"),
+                        netns: None,
+                        profile: None,
+                        shield,
+                        load,
+                    },
+                    true,
+                ));
             }
-            for spec in specs {
+            for (spec, machine) in specs {
                 if spec.profile.is_none() && spec.shield.is_none() && spec.load.is_none() {
                     continue;
                 }
-                if let Err(e) =
-                    self.apply_one(spec, idx, pool, store, run_id, interrupt, &mut shield_tasks)
+                let spawned = if machine {
+                    pool.spawn_env_machine(&host)
+                } else {
+                    pool.spawn_env(&host)
+                };
+                if let Err(e) = spawned
+                    .map_err(|e| format!("host {}: {e}", spec.host))
+                    .and_then(|agent| {
+                        self.apply_one(
+                            agent,
+                            spec,
+                            idx,
+                            store,
+                            run_id,
+                            interrupt,
+                            &mut shield_tasks,
+                        )
+                    })
                 {
                     self.failed = Some(e);
                     break;
@@ -176,9 +199,9 @@ impl EnvControl {
     #[allow(clippy::too_many_arguments)]
     fn apply_one(
         &mut self,
+        mut agent: AgentHandle,
         spec: SessionSpec,
         idx: usize,
-        pool: &mut Pool,
         store: &mut Store,
         run_id: i64,
         interrupt: &AtomicBool,
@@ -187,12 +210,6 @@ impl EnvControl {
         let host = spec.host.clone();
         let name = self.config_name.clone();
         let has_load = spec.load.is_some();
-        let spawned = if spec.netns.is_none() && host.ends_with(" (machine)") {
-            pool.spawn_env_machine(host.trim_end_matches(" (machine)"))
-        } else {
-            pool.spawn_env(&host)
-        };
-        let mut agent = spawned.map_err(|e| format!("host {host}: {e}"))?;
         match agent.request(&Request::EnvApply { spec }, ENV_TIMEOUT, interrupt) {
             Ok(Response::EnvApplied {
                 changes,

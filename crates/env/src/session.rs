@@ -462,7 +462,10 @@ impl Session {
         if let Some(cpus) = &spec.shield {
             test_step_pause();
             let tasks = shield::setup(cpus, journal, reports)?;
-            self.shield_tasks = Some(tasks);
+            // Through this process's /proc root, which holds the shield for
+            // the configuration's duration: sides in other mount namespaces
+            // (`ip netns exec` agents) reach the same cgroup file that way.
+            self.shield_tasks = Some(format!("/proc/{}/root{tasks}", std::process::id()));
         }
         if spec.load.is_some() {
             test_step_pause();
@@ -494,7 +497,8 @@ impl Session {
         Ok(())
     }
 
-    /// The file a side writes its id to, to run inside the shield.
+    /// The file a side writes its id to, to run inside the shield (valid in
+    /// any mount namespace while this session is held).
     pub fn shield_tasks(&self) -> Option<&str> {
         self.shield_tasks.as_deref()
     }
