@@ -157,6 +157,15 @@ fn wait_gone(state_dir: &str) -> Vec<i32> {
     }
 }
 
+/// Polls `ready` every 10 ms until it holds, failing with `what` after 30 s.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        assert!(Instant::now() < until, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// An IRQ whose affinity can be changed here, to name in a profile.
 fn movable_irq() -> Option<String> {
     let text = std::fs::read_to_string("/proc/interrupts").ok()?;
@@ -384,15 +393,12 @@ fn run_reverts_and_refuses_unrestored_journal() {
     );
     let mut child = bl(&sc, &state, &["run", slow.to_str().unwrap()]).spawn_quiet();
     // Wait until the profile is in force.
-    let until = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string("/proc/sys/vm/dirty_ratio")
-        .unwrap()
-        .trim()
-        != "7"
-    {
-        assert!(Instant::now() < until, "profile never applied");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("profile never applied", || {
+        std::fs::read_to_string("/proc/sys/vm/dirty_ratio")
+            .unwrap()
+            .trim()
+            == "7"
+    });
     let _ = child.kill();
     let _ = child.wait();
     assert!(wait_gone(&state).is_empty());
@@ -454,11 +460,9 @@ sleep_s = 4
     );
     let shield_dir = format!("{}/benchlab-shield", cpuset_root().unwrap());
     let mut run = bl(&sc, &state, &["run", path.to_str().unwrap()]).spawn_quiet();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !std::path::Path::new(&format!("{shield_dir}/tasks")).exists() {
-        assert!(Instant::now() < until, "the shield never came up");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the shield never came up", || {
+        std::path::Path::new(&format!("{shield_dir}/tasks")).exists()
+    });
     std::thread::sleep(Duration::from_millis(200));
     // A busy process started now, by a test process that the shield moved.
     let mut busy = Command::new("sh")
@@ -578,21 +582,12 @@ sleep_s = 2
             })
             .count()
     };
-    let until = Instant::now() + Duration::from_secs(30);
-    while workers(&state) < 2 {
-        assert!(Instant::now() < until, "the load never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the load never started", || workers(&state) >= 2);
     let busy = cpu_busy_fraction(0, Duration::from_millis(800));
     // Between the two points (quiesce 1.5 s) the load is stopped.
-    let until = Instant::now() + Duration::from_secs(30);
-    while workers(&state) > 0 {
-        assert!(
-            Instant::now() < until,
-            "the load did not stop after the point"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the load did not stop after the point", || {
+        workers(&state) == 0
+    });
     let status = run.wait().unwrap();
     assert!(status.success());
     assert!(
