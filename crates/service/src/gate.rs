@@ -72,9 +72,11 @@ pub fn spawn(l: &Launch) -> io::Result<Gated> {
         }
     }
     let pin = l.cpus.is_some();
-    let (gate_fd, err_fd, null_fd, out_fd) = (
+    let (gate_fd, err_fd, gate_w_fd, err_r_fd, null_fd, out_fd) = (
         gate_r.as_raw_fd(),
         err_w.as_raw_fd(),
+        gate_w.as_raw_fd(),
+        err_r.as_raw_fd(),
         devnull.as_raw_fd(),
         l.output.as_raw_fd(),
     );
@@ -96,6 +98,10 @@ pub fn spawn(l: &Launch) -> io::Result<Gated> {
                 libc::write(err_fd, msg.as_ptr().cast(), msg.len());
                 libc::_exit(127)
             };
+            // The parent's ends: while the child held the gate's write
+            // end itself, it would never see the gate close.
+            libc::close(gate_w_fd);
+            libc::close(err_r_fd);
             libc::setpgid(0, 0);
             // Rust ignores SIGPIPE; the server gets the default back, and
             // no signal blocked by whichever thread forked.

@@ -94,18 +94,9 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
-/// The live processes of a group: members that are not zombies (a
-/// zombie has exited; it only waits for its parent to reap it).
+/// The live processes of a group (not zombies).
 pub fn live_members(pgid: i32) -> Vec<i32> {
-    benchlab_env::sys::all_pids()
-        .into_iter()
-        .filter(|&pid| {
-            stat_fields(pid).is_some_and(|f| {
-                f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
-                    && f.first().is_some_and(|s| s != "Z" && s != "X")
-            })
-        })
-        .collect()
+    benchlab_env::sys::live_members(pgid)
 }
 
 /// Sums a `Name:\tvalue` line of a status file.

@@ -997,6 +997,18 @@ impl Service {
     }
 }
 
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("name", &self.desc.name)
+            .field("kind", &self.desc.kind)
+            .field("listen", &self.desc.listen)
+            .field("pgid", &self.pid)
+            .field("exit", &self.exit)
+            .finish()
+    }
+}
+
 impl Drop for Service {
     fn drop(&mut self) {
         if self.journal.is_some() {
@@ -1050,6 +1062,16 @@ mod tests {
         assert_eq!(d.placement(), "CPU 0");
         d.cpus = Some(vec![0, 1]);
         assert_eq!(d.placement(), "CPUs 0,1");
+    }
+
+    #[test]
+    fn a_missing_server_names_its_debian_package() {
+        let spec: ServiceSpec = serde_json::from_str(r#"{"name":"web","kind":"apache2"}"#).unwrap();
+        let e = find_program(&spec, "benchlab-no-such-apache2").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "service `web`: benchlab-no-such-apache2 is not installed (no `benchlab-no-such-apache2` in PATH or the sbin directories): install the Debian package `apache2` (apt-get install apache2)"
+        );
     }
 
     #[test]
