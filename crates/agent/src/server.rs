@@ -124,7 +124,7 @@ pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
         // SAFETY: one valid pollfd for the duration of the call.
         let n = unsafe { libc::poll(&mut fds, 1, 500) };
         if n > 0 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            crate::service::stop_all_soon();
+            crate::service::stop_all();
             revert_env_session();
             std::process::exit(0);
         }

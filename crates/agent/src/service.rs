@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use benchlab_service::{
     Liveness, Service, ServiceDescription, ServicePlan, ServiceUsage, StartOptions, StopReport,
@@ -24,6 +24,20 @@ use crate::protocol::{Request, Response};
 /// The services this agent holds. Global so that the input watchdog can
 /// stop them when the controller vanishes.
 static SERVICES: Mutex<Vec<Service>> = Mutex::new(Vec::new());
+
+/// Held for the whole of a service request and of a stop of them all
+/// (always taken before `SERVICES`): the watchdog, which ends the process
+/// once it has stopped the services, then never exits in the middle of a
+/// start or a stop the main thread is making — which would leave a server
+/// running, or half a scratch directory, to the journal.
+static BUSY: Mutex<()> = Mutex::new(());
+
+fn busy() -> std::sync::MutexGuard<'static, ()> {
+    match BUSY.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
 
 fn error(message: String) -> Response {
     Response::Error {
@@ -41,6 +55,7 @@ fn services() -> std::sync::MutexGuard<'static, Vec<Service>> {
 
 /// Answers a service request.
 pub(crate) fn handle(req: Request) -> Response {
+    let _busy = busy();
     match req {
         Request::ServiceStart { plan, scratch_base } => {
             let name = plan.spec.name.clone();
@@ -97,33 +112,15 @@ fn not_running(name: &str) -> Response {
     error(format!("no service `{name}` runs on this agent"))
 }
 
-/// Stops every service this agent holds (the session ends). Failures are
-/// left to the journal, which keeps what could not be undone.
+/// Stops every service this agent holds (the session ends, or its input
+/// hung up). Waits for a service request in progress to finish first
+/// (bounded by the service's start or stop limits). Failures are left to
+/// the journal, which keeps what could not be undone.
 pub(crate) fn stop_all() {
+    let _busy = busy();
     let held: Vec<Service> = std::mem::take(&mut *services());
     for s in held {
         let _ = s.stop();
-    }
-}
-
-/// Like [`stop_all`] for the input watchdog, which must not wait for long
-/// on a main thread that is busy with something else: it gives up after
-/// a moment, leaving the services to the journal.
-pub(crate) fn stop_all_soon() {
-    let until = Instant::now() + Duration::from_secs(2);
-    loop {
-        if let Ok(mut g) = SERVICES.try_lock() {
-            let held: Vec<Service> = std::mem::take(&mut *g);
-            drop(g);
-            for s in held {
-                let _ = s.stop();
-            }
-            return;
-        }
-        if Instant::now() >= until {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
