@@ -1,6 +1,7 @@
 //! An agent process holding a service: killed outright, the restore path
 //! (`benchlab restore`: `benchlab_env::restore_all`) leaves nothing; its
-//! controller vanishing (input closed) makes it stop the service itself.
+//! controller vanishing (input closed) makes it stop the service itself;
+//! started under `ip netns exec`, its service runs in that namespace.
 //!
 //! The agent is this test binary run again (the ignored `agent_helper`
 //! below runs `serve_stdio`, as `benchlab agent --stdio` does).
@@ -165,6 +166,69 @@ fn an_agent_whose_controller_vanishes_stops_its_service() {
     drop(input);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
+    wait_gone(pgid);
+    assert_eq!(entries(base.path()), Vec::<String>::new());
+    assert_eq!(entries(&state.path().join("journal")), Vec::<String>::new());
+}
+
+/// A network namespace of this test, removed when dropped.
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Netns {
+        let name = format!("benchlab-svc-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            let st = Command::new("ip").args(args).status().unwrap();
+            assert!(st.success(), "ip {args:?}");
+        };
+        ip(&["netns", "add", &name]);
+        let ns = Netns(name);
+        ip(&["-n", &ns.0, "link", "set", "lo", "up"]);
+        ns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn a_service_on_a_namespace_host_runs_in_that_namespace() {
+    assert!(
+        Path::new("/usr/sbin/nginx").exists(),
+        "install the Debian package `nginx`"
+    );
+    let (state, base) = dirs();
+    let ns = Netns::new();
+    let h = helper(state.path());
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &ns.0])
+        .arg(h.get_program())
+        .args(h.get_args());
+    for (k, v) in h.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    let never = AtomicBool::new(false);
+    let mut a = AgentHandle::spawn(c, "ns-host").unwrap();
+    let started = a
+        .service_start(&plan(), base.path().to_str(), &never)
+        .unwrap();
+    // The agent probed it on 127.0.0.1 inside the namespace; out here,
+    // nothing listens on that port.
+    let port = started.address.port();
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    let pgid = started.description.pgid;
+    let netns_of = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(netns_of(pgid), netns_of(std::process::id() as i32));
+    let report = a
+        .service_stop("web", Duration::from_secs(10), &never)
+        .unwrap();
+    assert!(!report.forced);
+    a.shutdown();
     wait_gone(pgid);
     assert_eq!(entries(base.path()), Vec::<String>::new());
     assert_eq!(entries(&state.path().join("journal")), Vec::<String>::new());

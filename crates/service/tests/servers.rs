@@ -222,3 +222,31 @@ fn a_command_service_with_a_secret() {
     );
     d.assert_nothing_left(Some(pgid));
 }
+
+/// On an IPv6 address, `listen` is `[addr]:port` in both templates.
+#[test]
+fn nginx_and_apache2_listen_on_ipv6_loopback() {
+    require_root();
+    for kind in ["nginx", "apache2"] {
+        require(kind, kind);
+        let d = Dirs::new();
+        let p = plan(&format!(
+            "name = \"web6\"\nkind = \"{kind}\"\nbind = \"::1\"\nprobe = {{ http = \"/\" }}"
+        ));
+        let svc = Service::start(&p, &d.opts()).unwrap();
+        assert!(svc.address().is_ipv6());
+        let listen = format!("[::1]:{}", svc.address().port());
+        assert!(svc
+            .description()
+            .config
+            .as_deref()
+            .unwrap()
+            .contains(&listen));
+        put_file(&svc.description().document_root, "six.html", 600);
+        let (status, body) = get(svc.address(), "/six.html");
+        assert_eq!((status, body.len()), (200, 600), "{kind}");
+        let pgid = svc.pgid();
+        svc.stop().unwrap();
+        d.assert_nothing_left(Some(pgid));
+    }
+}
