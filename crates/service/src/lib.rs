@@ -28,6 +28,7 @@
 //! written into or removed.
 
 pub mod gate;
+mod prepare;
 pub mod probe;
 pub mod procfs;
 pub mod run;

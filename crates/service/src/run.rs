@@ -1,12 +1,9 @@
 //! A running service: start (checks, journal, gate, probe), observation,
 //! liveness, stop.
 
-use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
-use std::os::unix::ffi::OsStrExt;
+use std::net::SocketAddr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -14,9 +11,10 @@ use std::time::{Duration, Instant};
 use benchlab_env::journal::{Change, Journal};
 use serde::{Deserialize, Serialize};
 
+use crate::prepare::{prepare, Prepared, Root};
 use crate::procfs::{self, ServiceUsage};
-use crate::spec::{Probe, Restart, SecretSource, ServiceKind, ServicePlan, ServiceSpec};
-use crate::{gate, probe, template, ServiceError, MARKER, MASK};
+use crate::spec::{Probe, Restart, ServiceKind, ServicePlan, ServiceSpec};
+use crate::{gate, probe, ServiceError, MARKER, MASK};
 
 /// How many lines of each log an error or a death report carries.
 const LOG_LINES: usize = 20;
@@ -292,6 +290,23 @@ struct Partial {
 }
 
 impl Partial {
+    /// Opens the service's own journal: nothing is made before it exists.
+    fn open(spec: &ServiceSpec, opts: &StartOptions) -> Result<Partial, ServiceError> {
+        let journal = Journal::create(&opts.journal_dir, &spec.host, None).map_err(|source| {
+            ServiceError::Journal {
+                service: spec.name.clone(),
+                source,
+            }
+        })?;
+        Ok(Partial {
+            name: spec.name.clone(),
+            journal: Some(journal),
+            dirs: Vec::new(),
+            pid: None,
+            exit: None,
+        })
+    }
+
     fn io(&self, context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
         let (service, context) = (self.name.clone(), context.into());
         move |source| ServiceError::Io {
@@ -301,21 +316,23 @@ impl Partial {
         }
     }
 
-    fn journal(&mut self, setting: String, change: Change) -> Result<(), ServiceError> {
+    /// Journals a change of this service (`what`: `scratch directory`,
+    /// `process group` …).
+    fn journal(&mut self, what: &str, change: Change) -> Result<(), ServiceError> {
         let j = self.journal.as_mut().expect("open while starting");
-        j.record(&setting, change)
+        j.record(&format!("service {} {what}", self.name), change)
             .map_err(|source| ServiceError::Journal {
                 service: self.name.clone(),
                 source,
             })
     }
 
-    /// Makes a directory of ours: journaled first, then made with the
-    /// marker in it.
+    /// Makes a directory of ours: journaled first (unless inside one that
+    /// is), then made with the marker in it.
     fn make_dir(&mut self, what: &str, dir: &Path, journal: bool) -> Result<(), ServiceError> {
         if journal {
             self.journal(
-                format!("service {} {what}", self.name),
+                what,
                 Change::ScratchDir {
                     path: dir.display().to_string(),
                 },
@@ -335,6 +352,52 @@ impl Partial {
             ),
         )
         .map_err(self.io(format!("write {}", dir.join(MARKER).display())))
+    }
+
+    /// Makes the directories and files, and forks the server's process,
+    /// which waits at the gate.
+    fn lay_out(&mut self, p: &Prepared) -> Result<gate::Gated, ServiceError> {
+        self.make_dir("scratch directory", &p.scratch, true)?;
+        test_pause("scratch");
+        match &p.root {
+            Root::InScratch => self.make_dir("document root", &p.document_root, false)?,
+            Root::Create(d) => self.make_dir("document root", d, true)?,
+            Root::Ours(d) => {
+                self.journal(
+                    "document root",
+                    Change::ScratchDir {
+                        path: d.display().to_string(),
+                    },
+                )?;
+                self.dirs.push(d.clone());
+            }
+        }
+        if let Some((path, text)) = &p.config {
+            // 0600: it may hold secrets; the server reads it as root.
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(self.io(format!("write {}", path.display())))?;
+        }
+        let output = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(p.scratch.join("output.log"))
+            .map_err(self.io("create output.log"))?;
+        let (program, argv, cwd) = p.exec.clone();
+        let launch = gate::Launch {
+            program,
+            argv,
+            cwd,
+            output,
+            cpus: p.spec.cpus.clone(),
+        };
+        let gated = gate::spawn(&launch).map_err(self.io("fork the server's process"))?;
+        self.pid = Some(gated.pid());
+        Ok(gated)
     }
 
     /// Stops what started and removes what was made; the journal goes
@@ -368,7 +431,21 @@ impl Partial {
         }
     }
 
-    /// Fails the start: undoes, and says so in the error.
+    /// A step failed: undoes, and returns its error (with what undoing
+    /// could not do).
+    fn abort(self, e: ServiceError) -> ServiceError {
+        let name = self.name.clone();
+        match self.undo() {
+            Ok(()) => e,
+            Err(u) => ServiceError::Start {
+                service: name,
+                message: format!("{e} (and undoing the start failed: {u})"),
+                log: String::new(),
+            },
+        }
+    }
+
+    /// The server did not start: undoes, and says so in the error.
     fn fail(self, message: String, log: String) -> ServiceError {
         let name = self.name.clone();
         let message = match self.undo() {
@@ -383,228 +460,37 @@ impl Partial {
     }
 }
 
-fn resolve_secrets(spec: &ServiceSpec) -> Result<BTreeMap<String, String>, ServiceError> {
-    let mut out = BTreeMap::new();
-    for (name, src) in &spec.secrets {
-        let err = |message: String| ServiceError::Spec {
-            service: spec.name.clone(),
-            key: format!("secrets.{name}"),
-            message,
-        };
-        let value = match src {
-            SecretSource::Env(var) => std::env::var(var).map_err(|_| {
-                err(format!(
-                    "environment variable {var} is not set on host `{}`",
-                    spec.host
-                ))
-            })?,
-            SecretSource::File(p) => {
-                let t = fs::read_to_string(p)
-                    .map_err(|e| err(format!("cannot read {}: {e}", p.display())))?;
-                t.strip_suffix('\n')
-                    .map(|s| s.strip_suffix('\r').unwrap_or(s))
-                    .unwrap_or(&t)
-                    .to_string()
+/// Probes until the server answers; fails if its main process ends first
+/// or the time runs out.
+fn wait_ready(
+    p: &Prepared,
+    mut partial: Partial,
+    released: Instant,
+) -> Result<Partial, ServiceError> {
+    let pid = partial.pid.expect("started");
+    let target = probe::target(p.listen);
+    let deadline = released + Duration::from_secs_f64(p.spec.ready_timeout_s);
+    loop {
+        reap(pid, &mut partial.exit);
+        if let Some(reason) = partial.exit.clone() {
+            let log = log_tail(&p.scratch, &p.secrets);
+            return Err(partial.fail(format!("{} {reason} while starting", p.program), log));
+        }
+        match probe::attempt(&p.spec.probe, target) {
+            Ok(()) => return Ok(partial),
+            Err(why) if Instant::now() >= deadline => {
+                let log = log_tail(&p.scratch, &p.secrets);
+                return Err(partial.fail(
+                    format!(
+                        "{} did not become ready within {} s (last probe: {why}); it was stopped",
+                        p.program, p.spec.ready_timeout_s
+                    ),
+                    log,
+                ));
             }
-        };
-        if value.is_empty() {
-            return Err(err("is empty".into()));
-        }
-        out.insert(name.clone(), value);
-    }
-    Ok(out)
-}
-
-fn is_executable(p: &Path) -> bool {
-    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Finds a program: a path as given, else on the PATH and in the sbin
-/// directories (an agent's PATH may lack them; nginx and apache2 live
-/// there).
-fn find_program(spec: &ServiceSpec, program: &str) -> Result<PathBuf, ServiceError> {
-    let hint = spec
-        .kind
-        .program()
-        .map(|(_, pkg)| format!(": install the Debian package `{pkg}` (apt-get install {pkg})"))
-        .unwrap_or_default();
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return if is_executable(&p) {
-            Ok(p)
-        } else {
-            Err(ServiceError::MissingProgram {
-                service: spec.name.clone(),
-                program: program.into(),
-                looked: "no executable file there".into(),
-                hint,
-            })
-        };
-    }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for extra in ["/usr/local/sbin", "/usr/sbin", "/sbin"] {
-        if !dirs.iter().any(|d| d == Path::new(extra)) {
-            dirs.push(extra.into());
+            Err(_) => std::thread::sleep(PROBE_EVERY),
         }
     }
-    dirs.iter()
-        .map(|d| d.join(program))
-        .find(|p| is_executable(p))
-        .ok_or_else(|| ServiceError::MissingProgram {
-            service: spec.name.clone(),
-            program: program.into(),
-            looked: format!("no `{program}` in PATH or the sbin directories"),
-            hint,
-        })
-}
-
-/// The server's version line, from `nginx -v` / `apache2 -v`.
-fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
-    let out = std::process::Command::new(program)
-        .arg("-v")
-        .output()
-        .ok()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = match kind {
-        ServiceKind::Nginx => "nginx version:",
-        ServiceKind::Apache2 => "Server version:",
-        ServiceKind::Command => return None,
-    };
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix(key))
-        .map(|v| v.trim().to_string())
-}
-
-/// The CPUs this process may use.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed set, filled by the kernel.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer and size.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
-    {
-        return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: c is within the set.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
-}
-
-fn check_cpus(spec: &ServiceSpec) -> Result<(), ServiceError> {
-    let Some(cpus) = &spec.cpus else {
-        return Ok(());
-    };
-    let allowed = allowed_cpus();
-    let missing: Vec<String> = cpus
-        .iter()
-        .filter(|c| !allowed.contains(c))
-        .map(|c| c.to_string())
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(ServiceError::Spec {
-        service: spec.name.clone(),
-        key: "cpus".into(),
-        message: format!(
-            "CPU {} not available on host `{}` (allowed: {})",
-            missing.join(","),
-            spec.host,
-            allowed
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    })
-}
-
-/// Checks that the port is free on the bind address (port 0: picks one).
-fn check_port(spec: &ServiceSpec) -> Result<SocketAddr, ServiceError> {
-    match TcpListener::bind((spec.bind, spec.port)) {
-        Ok(l) => l.local_addr().map_err(|source| ServiceError::Io {
-            service: spec.name.clone(),
-            context: "read the picked port".into(),
-            source,
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(ServiceError::PortInUse {
-            service: spec.name.clone(),
-            bind: spec.bind.to_string(),
-            port: spec.port,
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => Err(ServiceError::Spec {
-            service: spec.name.clone(),
-            key: "bind".into(),
-            message: format!("{} is not an address of host `{}`", spec.bind, spec.host),
-        }),
-        Err(source) => Err(ServiceError::Io {
-            service: spec.name.clone(),
-            context: format!("bind {}:{}", spec.bind, spec.port),
-            source,
-        }),
-    }
-}
-
-/// Where the document root goes.
-enum Root {
-    /// In the scratch directory.
-    InScratch,
-    /// At the user's path, which does not exist yet.
-    Create(PathBuf),
-    /// At the user's path, a directory benchlab made before (it holds the
-    /// marker): benchlab's, so it is journaled and removed as such.
-    Ours(PathBuf),
-}
-
-fn check_root(spec: &ServiceSpec) -> Result<Root, ServiceError> {
-    let Some(p) = &spec.document_root else {
-        return Ok(Root::InScratch);
-    };
-    match fs::symlink_metadata(p) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match p.parent() {
-            Some(parent) if parent.is_dir() => Ok(Root::Create(p.clone())),
-            _ => Err(ServiceError::Spec {
-                service: spec.name.clone(),
-                key: "document_root".into(),
-                message: format!(
-                    "the directory that would hold {} does not exist",
-                    p.display()
-                ),
-            }),
-        },
-        Ok(m) if m.is_dir() && p.join(MARKER).is_file() => Ok(Root::Ours(p.clone())),
-        Ok(_) => Err(ServiceError::NotOurs {
-            service: spec.name.clone(),
-            key: "document_root".into(),
-            path: p.display().to_string(),
-        }),
-        Err(source) => Err(ServiceError::Io {
-            service: spec.name.clone(),
-            context: format!("look at document_root {}", p.display()),
-            source,
-        }),
-    }
-}
-
-fn cstring(name: &str, s: &[u8]) -> Result<CString, ServiceError> {
-    CString::new(s).map_err(|_| ServiceError::Spec {
-        service: name.into(),
-        key: "argv".into(),
-        message: "an argument holds a NUL byte".into(),
-    })
-}
-
-fn unique() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
 }
 
 impl Service {
@@ -614,298 +500,73 @@ impl Service {
     /// On any failure everything made is removed again and the error
     /// carries the server's last log lines.
     pub fn start(plan: &ServicePlan, opts: &StartOptions) -> Result<Service, ServiceError> {
-        let spec = &plan.spec;
-        // The plan may come over the wire: check it again here.
-        spec.validate()?;
-        plan.check_variables()?;
-        let secrets = resolve_secrets(spec)?;
-        let program = match spec.kind.program() {
-            Some((p, _)) => p.to_string(),
-            None => spec.argv[0].clone(),
-        };
-        let program = find_program(spec, &program)?;
-        let version = version_of(spec.kind, &program);
-        check_cpus(spec)?;
-        let listen = check_port(spec)?;
-        let root = check_root(spec)?;
-        if !opts.scratch_base.is_dir() {
-            return Err(ServiceError::Spec {
-                service: spec.name.clone(),
-                key: "scratch".into(),
-                message: format!("{} is not a directory", opts.scratch_base.display()),
-            });
-        }
-        let scratch = opts.scratch_base.join(format!(
-            "benchlab-service-{}-{}-{}",
-            spec.name,
-            std::process::id(),
-            unique()
-        ));
-        let document_root = match &root {
-            Root::InScratch => scratch.join("htdocs"),
-            Root::Create(p) | Root::Ours(p) => p.clone(),
-        };
-        let config_file = plan.template.as_ref().map(|t| scratch.join(&t.file_name));
-
-        // The variables: benchlab's, the study's, then the secrets.
-        let workers = spec
-            .cpus
-            .as_ref()
-            .map(|c| c.len())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
-        let s = |p: &Path| p.display().to_string();
-        vars.insert("port".into(), listen.port().to_string());
-        vars.insert("bind".into(), spec.bind.to_string());
-        vars.insert("listen".into(), listen.to_string());
-        vars.insert("scratch".into(), s(&scratch));
-        vars.insert("document_root".into(), s(&document_root));
-        if let Some(c) = &config_file {
-            vars.insert("config".into(), s(c));
-        }
-        vars.insert("workers".into(), workers.to_string());
-        vars.insert("user".into(), "www-data".into());
-        vars.insert("group".into(), "www-data".into());
-        vars.insert("modules".into(), "/usr/lib/apache2/modules".into());
-        vars.insert("access_log".into(), s(&scratch.join("access.log")));
-        vars.extend(spec.vars.clone());
-        let mut masked = vars.clone();
-        for (k, v) in &secrets {
-            vars.insert(k.clone(), v.clone());
-            masked.insert(k.clone(), MASK.into());
-        }
-        let secret_values: Vec<String> = secrets.into_values().collect();
-
-        let (config, config_shown) = match &plan.template {
-            None => (None, None),
-            Some(t) => {
-                let terr = |message: String| ServiceError::Template {
-                    service: spec.name.clone(),
-                    template: t.origin.clone(),
-                    message,
-                };
-                (
-                    Some(template::render(&t.text, &vars).map_err(terr)?),
-                    Some(template::render(&t.text, &masked).map_err(terr)?),
-                )
-            }
-        };
-        let render_argv = |vars: &BTreeMap<String, String>| -> Result<Vec<String>, ServiceError> {
-            spec.argv
-                .iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    template::render(a, vars).map_err(|message| ServiceError::Spec {
-                        service: spec.name.clone(),
-                        key: format!("argv[{i}]"),
-                        message,
-                    })
-                })
-                .collect()
-        };
-        let p = program.display().to_string();
-        let (argv, argv_shown) = match spec.kind {
-            ServiceKind::Nginx => {
-                let cf = s(config_file.as_ref().expect("nginx has a template"));
-                let a = vec![
-                    p.clone(),
-                    "-c".into(),
-                    cf,
-                    "-p".into(),
-                    format!("{}/", scratch.display()),
-                    "-e".into(),
-                    s(&scratch.join("error.log")),
-                ];
-                (a.clone(), a)
-            }
-            ServiceKind::Apache2 => {
-                let cf = s(config_file.as_ref().expect("apache2 has a template"));
-                let a = vec![
-                    p.clone(),
-                    "-f".into(),
-                    cf,
-                    "-d".into(),
-                    s(&scratch),
-                    "-DFOREGROUND".into(),
-                ];
-                (a.clone(), a)
-            }
-            ServiceKind::Command => {
-                let mut a = render_argv(&vars)?;
-                let mut shown = render_argv(&masked)?;
-                a[0] = p.clone();
-                shown[0] = p.clone();
-                (a, shown)
-            }
-        };
-        let launch_argv = argv
-            .iter()
-            .map(|a| cstring(&spec.name, a.as_bytes()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let program_c = cstring(&spec.name, program.as_os_str().as_bytes())?;
-        let cwd_c = cstring(&spec.name, scratch.as_os_str().as_bytes())?;
-
+        let p = prepare(plan, opts)?;
         // Every check passed. From here on, journal first.
         test_pause("journal");
-        let journal = Journal::create(&opts.journal_dir, &spec.host, None).map_err(|source| {
-            ServiceError::Journal {
-                service: spec.name.clone(),
-                source,
-            }
-        })?;
-        let mut partial = Partial {
-            name: spec.name.clone(),
-            journal: Some(journal),
-            dirs: Vec::new(),
-            pid: None,
-            exit: None,
+        let mut partial = Partial::open(&p.spec, opts)?;
+        let gated = match partial.lay_out(&p) {
+            Ok(g) => g,
+            Err(e) => return Err(partial.abort(e)),
         };
-        macro_rules! tryp {
-            ($e:expr) => {
-                match $e {
-                    Ok(v) => v,
-                    Err(e) => {
-                        let msg = e.to_string();
-                        return Err(match partial.undo() {
-                            Ok(()) => e,
-                            Err(u) => ServiceError::Start {
-                                service: spec.name.clone(),
-                                message: format!("{msg} (and undoing the start failed: {u})"),
-                                log: String::new(),
-                            },
-                        });
-                    }
-                }
-            };
-        }
-        tryp!(partial.make_dir("scratch directory", &scratch, true));
-        test_pause("scratch");
-        match &root {
-            Root::InScratch => tryp!(partial.make_dir("document root", &document_root, false)),
-            Root::Create(p) => tryp!(partial.make_dir("document root", p, true)),
-            Root::Ours(p) => {
-                tryp!(partial.journal(
-                    format!("service {} document root", spec.name),
-                    Change::ScratchDir {
-                        path: p.display().to_string()
-                    }
-                ));
-                partial.dirs.push(p.clone());
-            }
-        }
-        if let (Some(path), Some(text)) = (&config_file, &config) {
-            // 0600: it may hold secrets; the server reads it as root.
-            let written = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .and_then(|mut f| f.write_all(text.as_bytes()));
-            tryp!(written.map_err(partial.io(format!("write {}", path.display()))));
-        }
-        let output = tryp!(OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(scratch.join("output.log"))
-            .map_err(partial.io("create output.log")));
-        let launch = gate::Launch {
-            program: program_c,
-            argv: launch_argv,
-            cwd: cwd_c,
-            output,
-            cpus: spec.cpus.clone(),
-        };
-        let gated = tryp!(gate::spawn(&launch).map_err(partial.io("fork the server's process")));
         let pid = gated.pid();
-        partial.pid = Some(pid);
         test_pause("forked");
         // The child exists (it waits at the gate): its start time is its
         // fork's, which exec does not change.
-        let ticks = benchlab_env::sys::start_ticks(pid).unwrap_or(0);
-        if let Err(e) = partial.journal(
-            format!("service {} process group", spec.name),
-            Change::ProcessGroup {
-                pgid: pid,
-                start_ticks: ticks,
-            },
-        ) {
+        let start_ticks = benchlab_env::sys::start_ticks(pid).unwrap_or(0);
+        let group = Change::ProcessGroup {
+            pgid: pid,
+            start_ticks,
+        };
+        if let Err(e) = partial.journal("process group", group) {
             gated.abandon();
             partial.exit = Some("never started".into());
-            let msg = e.to_string();
-            return Err(match partial.undo() {
-                Ok(()) => e,
-                Err(u) => ServiceError::Start {
-                    service: spec.name.clone(),
-                    message: format!("{msg} (and undoing the start failed: {u})"),
-                    log: String::new(),
-                },
-            });
+            return Err(partial.abort(e));
         }
         test_pause("journaled");
         let released = Instant::now();
         if let Err(e) = gated.release() {
-            let log = log_tail(&scratch, &secret_values);
-            return Err(partial.fail(format!("cannot start {p}: {e}"), log));
+            let log = log_tail(&p.scratch, &p.secrets);
+            return Err(partial.fail(format!("cannot start {}: {e}", p.program), log));
         }
         test_pause("released");
+        let partial = wait_ready(&p, partial, released)?;
+        Ok(Service::running(p, partial, released))
+    }
 
-        // Ready when the probe answers; dead if the leader ends first.
-        let target = probe::target(listen);
-        let deadline = released + Duration::from_secs_f64(spec.ready_timeout_s);
-        loop {
-            reap(pid, &mut partial.exit);
-            if let Some(reason) = partial.exit.clone() {
-                let log = log_tail(&scratch, &secret_values);
-                return Err(partial.fail(format!("{p} {reason} while starting"), log));
-            }
-            match probe::attempt(&spec.probe, target) {
-                Ok(()) => break,
-                Err(why) if Instant::now() >= deadline => {
-                    let log = log_tail(&scratch, &secret_values);
-                    return Err(partial.fail(
-                        format!(
-                            "{p} did not become ready within {} s (last probe: {why}); it was stopped",
-                            spec.ready_timeout_s
-                        ),
-                        log,
-                    ));
-                }
-                Err(_) => std::thread::sleep(PROBE_EVERY),
-            }
-        }
+    fn running(p: Prepared, mut partial: Partial, released: Instant) -> Service {
+        let pid = partial.pid.expect("started");
         let desc = ServiceDescription {
-            name: spec.name.clone(),
-            kind: spec.kind,
-            host: spec.host.clone(),
-            version,
-            program: p,
-            argv: argv_shown,
-            config_origin: plan.template.as_ref().map(|t| t.origin.clone()),
-            config: config_shown,
-            listen,
-            document_root,
-            cpus: spec.cpus.clone(),
-            workers: vars["workers"].clone(),
-            restart: spec.restart,
-            probe: spec.probe.clone(),
+            name: p.spec.name.clone(),
+            kind: p.spec.kind,
+            host: p.spec.host.clone(),
+            version: p.version,
+            program: p.program,
+            argv: p.argv_shown,
+            config_origin: p.config_origin,
+            config: p.config_shown,
+            listen: p.listen,
+            document_root: p.document_root,
+            cpus: p.spec.cpus.clone(),
+            workers: p.workers,
+            restart: p.spec.restart,
+            probe: p.spec.probe.clone(),
             pgid: pid,
-            scratch: scratch.clone(),
+            scratch: p.scratch.clone(),
             ready_after_s: released.elapsed().as_secs_f64(),
         };
-        let own_root = match root {
-            Root::InScratch => None,
-            Root::Create(p) | Root::Ours(p) => Some(p),
-        };
-        Ok(Service {
+        Service {
             desc,
             pid,
             exit: None,
-            scratch,
-            own_root,
+            scratch: p.scratch,
+            own_root: match p.root {
+                Root::InScratch => None,
+                Root::Create(d) | Root::Ours(d) => Some(d),
+            },
             journal: partial.journal.take(),
-            secrets: secret_values,
-            stop_grace: Duration::from_secs_f64(spec.stop_timeout_s),
-        })
+            secrets: p.secrets,
+            stop_grace: Duration::from_secs_f64(p.spec.stop_timeout_s),
+        }
     }
 
     /// Its name.
@@ -1062,16 +723,6 @@ mod tests {
         assert_eq!(d.placement(), "CPU 0");
         d.cpus = Some(vec![0, 1]);
         assert_eq!(d.placement(), "CPUs 0,1");
-    }
-
-    #[test]
-    fn a_missing_server_names_its_debian_package() {
-        let spec: ServiceSpec = serde_json::from_str(r#"{"name":"web","kind":"apache2"}"#).unwrap();
-        let e = find_program(&spec, "benchlab-no-such-apache2").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "service `web`: benchlab-no-such-apache2 is not installed (no `benchlab-no-such-apache2` in PATH or the sbin directories): install the Debian package `apache2` (apt-get install apache2)"
-        );
     }
 
     #[test]
