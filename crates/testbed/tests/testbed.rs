@@ -13,6 +13,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlab_testbed::bed::GSO_MAX_BYTES;
 use benchlab_testbed::{
     down, in_netns, netem_available, parse_spec, status, up, HostInfo, Object, TbfParams,
     TestbedError, TestbedSpec,
@@ -188,11 +189,18 @@ fn icmp_echo(to: Ipv4Addr, timeout: Duration) -> Result<(), String> {
 }
 
 /// Sends TCP bulk data from `client` to `server` and returns the goodput
-/// the receiver saw in steady state, bit/s: over `window` after a
-/// `warmup`, while the sender is still sending, so that neither slow start
-/// nor the end of the transfer (where a lost last segment costs TCP a
-/// 200 ms retransmission timeout) is counted.
-fn tcp_goodput(server: &HostInfo, client: &HostInfo, warmup: Duration, window: Duration) -> f64 {
+/// the receiver saw in steady state, bit/s, in each of `windows`
+/// consecutive windows of length `window` after a `warmup`, while the
+/// sender is still sending, so that neither slow start nor the end of the
+/// transfer (where a lost last segment costs TCP a 200 ms retransmission
+/// timeout) is counted. A read is counted in the window it returned in.
+fn tcp_goodputs(
+    server: &HostInfo,
+    client: &HostInfo,
+    warmup: Duration,
+    window: Duration,
+    windows: usize,
+) -> Vec<f64> {
     let addr = server.address;
     let listener = in_netns(&server.netns, move || TcpListener::bind((addr, 0)))
         .unwrap()
@@ -203,12 +211,14 @@ fn tcp_goodput(server: &HostInfo, client: &HostInfo, warmup: Duration, window: D
         let mut buf = vec![0u8; 1 << 16];
         let mut n = c.read(&mut buf).unwrap();
         let from = Instant::now() + warmup;
-        let to = from + window;
-        let mut counted = 0u64;
+        let mut counted = vec![0u64; windows];
         while n > 0 {
             let now = Instant::now();
-            if now > from && now <= to {
-                counted += n as u64;
+            if now > from {
+                let i = ((now - from).as_secs_f64() / window.as_secs_f64()) as usize;
+                if let Some(w) = counted.get_mut(i) {
+                    *w += n as u64;
+                }
             }
             n = c.read(&mut buf).unwrap();
         }
@@ -218,13 +228,16 @@ fn tcp_goodput(server: &HostInfo, client: &HostInfo, warmup: Duration, window: D
         .unwrap()
         .unwrap();
     let buf = vec![0x5au8; 1 << 16];
-    let end = Instant::now() + warmup + window + Duration::from_millis(100);
+    let end = Instant::now() + warmup + window * windows as u32 + Duration::from_millis(100);
     while Instant::now() < end {
         c.write_all(&buf).unwrap();
     }
     c.shutdown(Shutdown::Write).unwrap();
     let bytes = receiver.join().unwrap();
-    bytes as f64 * 8.0 / window.as_secs_f64()
+    bytes
+        .iter()
+        .map(|b| *b as f64 * 8.0 / window.as_secs_f64())
+        .collect()
 }
 
 #[test]
@@ -456,41 +469,84 @@ fn delay_needs_netem_and_says_what_to_use_instead() {
     assert_nothing_left(&name, dir.path());
 }
 
+/// Turns TSO, GSO and GRO back on on both ends of a direct bed's veth,
+/// where `up` turned them off (it does so when ethtool is installed), so
+/// that tbf sees GSO packets whatever the machine has.
+fn offloads_on(hosts: &[&HostInfo]) {
+    if Command::new("ethtool").arg("--version").output().is_err() {
+        return;
+    }
+    for h in hosts {
+        let (ok, out) = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &h.netns,
+            "ethtool",
+            "-K",
+            &h.interface,
+            "tso",
+            "on",
+            "gso",
+            "on",
+            "gro",
+            "on",
+        ]);
+        assert!(ok, "ethtool -K {} on: {out}", h.interface);
+    }
+}
+
 /// tbf holds the rate with the veths' offloads on (GSO packets larger than
-/// the bucket are segmented by tbf, not dropped): 20 Mbit/s has the
-/// two-frame bucket, 400 Mbit/s a 50 kB one, both smaller than a 64 KiB GSO
-/// packet. TCP goodput should be 1448/1514 = 95.6 % of the rate (measured:
-/// 95.2-95.9 % in 12 runs); a queue too short for TCP's slow-start overshoot
-/// shows here as 200 ms retransmission stalls (58-80 % at 20 Mbit/s with a
-/// 68 kB queue).
+/// the bucket are segmented by tbf, not dropped): 20 Mbit/s has a 40 kB
+/// bucket, smaller than a 64 KiB GSO packet; 400 Mbit/s checks a high rate
+/// with offloads on. TCP goodput should be 1448/1514 = 95.6 % of the rate
+/// (measured on an idle machine: 95.2-95.9 % in 12 runs); a queue too short
+/// for TCP's slow-start overshoot shows here as 200 ms retransmission
+/// stalls (58-80 % at 20 Mbit/s with a 68 kB queue).
+///
+/// The median of five 0.5 s windows is held to 3 % of that: on this shared
+/// two-core machine under other builds a single window strays both ways
+/// (a starved receiver reads in one window what arrived in the one before:
+/// seen 89.3 % and 98.8 % of the rate in single 0.8 s windows at load 10),
+/// and the median stands up to two such windows while a wrong rate or
+/// stalls move them all.
 #[test]
 fn tbf_holds_the_rate_with_offloads_on() {
     require_root_and_iproute2!();
     let dir = tempfile::tempdir().unwrap();
+    assert!(TbfParams::for_rate(20_000_000).burst_bytes < GSO_MAX_BYTES);
     for (letter, rate_mbit) in [('r', 20.0), ('s', 400.0)] {
         let name = bed_name(letter);
         let _guard = Guard(name.clone(), dir.path());
         let spec = spec(&name, "direct", &[("rx", Some(rate_mbit)), ("tx", None)]);
         let bed = up(&spec, dir.path()).unwrap();
         let (rx, tx) = (bed.host("rx").unwrap(), bed.host("tx").unwrap());
-        let goodput = tcp_goodput(
+        offloads_on(&[rx, tx]);
+        let mut goodputs = tcp_goodputs(
             rx,
             tx,
-            Duration::from_millis(200),
-            Duration::from_millis(800),
+            Duration::from_millis(300),
+            Duration::from_millis(500),
+            5,
         );
         down(&name, dir.path()).unwrap();
-        let ratio = goodput / (rate_mbit * 1e6);
+        let want = rate_mbit * 1e6 * 1448.0 / 1514.0;
+        goodputs.sort_by(f64::total_cmp);
+        let median = goodputs[2];
+        let err = (median - want) / want;
         eprintln!(
-            "{rate_mbit} Mbit/s: goodput {:.1} Mbit/s ({:.1} %)",
-            goodput / 1e6,
-            ratio * 100.0
+            "{rate_mbit} Mbit/s: windows {:.1?} Mbit/s, median {:.1} ({:+.1} % of the expected {:.1})",
+            goodputs.iter().map(|g| g / 1e6).collect::<Vec<_>>(),
+            median / 1e6,
+            err * 100.0,
+            want / 1e6
         );
         assert!(
-            (0.90..=1.0).contains(&ratio),
-            "{rate_mbit} Mbit/s: goodput {:.1} Mbit/s is {:.1} % of the rate",
-            goodput / 1e6,
-            ratio * 100.0
+            err.abs() <= 0.03,
+            "{rate_mbit} Mbit/s: median goodput {:.1} Mbit/s is {:+.1} % off the expected {:.1}",
+            median / 1e6,
+            err * 100.0,
+            want / 1e6
         );
         assert_nothing_left(&name, dir.path());
     }
@@ -502,21 +558,24 @@ const UDP_SEGMENT: libc::c_int = 103;
 /// The claim that tbf drops GSO packets larger than its bucket held before
 /// Linux 3.13; since then it segments them. One UDP GSO send of 40 × 1400
 /// bytes is one 57 kB skb at the qdisc (the stack segments it only after the
-/// qdisc, in validate_xmit_skb), 19 times the 3028-byte bucket of a
-/// 20 Mbit/s tbf: all 40 datagrams must arrive, and tbf must drop nothing.
+/// qdisc, in validate_xmit_skb), 14 times the 4000-byte bucket of a
+/// 2 Mbit/s tbf (16 ms of the rate): all 40 datagrams must arrive, and tbf
+/// must drop nothing. At 20 Mbit/s the bucket (40 kB) would be too close to
+/// the packet's size to show much.
 #[test]
 fn tbf_segments_gso_packets_larger_than_its_bucket() {
     require_root_and_iproute2!();
     let dir = tempfile::tempdir().unwrap();
     let name = bed_name('g');
     let _guard = Guard(name.clone(), dir.path());
-    let spec = spec(&name, "direct", &[("rx", Some(20.0)), ("tx", None)]);
+    let spec = spec(&name, "direct", &[("rx", Some(2.0)), ("tx", None)]);
     let bed = up(&spec, dir.path()).unwrap();
     let (rx, tx) = (
         bed.host("rx").unwrap().clone(),
         bed.host("tx").unwrap().clone(),
     );
-    assert!(TbfParams::for_rate(20_000_000).burst_bytes < 40 * 1400);
+    offloads_on(&[&rx, &tx]);
+    assert!(10 * TbfParams::for_rate(2_000_000).burst_bytes < 40 * 1400);
     let rx_addr = rx.address;
     let receiver = in_netns(&rx.netns, move || UdpSocket::bind((rx_addr, 0)))
         .unwrap()
