@@ -1,8 +1,8 @@
 //! Issue 3: workloads across hosts. Hosts are network namespaces of a test
 //! bed the tests build and remove themselves (`benchlab testbed`); figures
 //! are checked against imposed ground truth: a tbf rate, a relay's delay.
-//! These tests need root and iproute2; without them they say why and pass
-//! nothing off as tested.
+//! These tests need root and iproute2; without them they fail under CI and
+//! are reported as skipped elsewhere (benchlab-testkit).
 
 mod common;
 
@@ -21,14 +21,12 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn can_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ip = Command::new("ip").arg("-V").output().is_ok();
-    if !(root && ip) {
-        eprintln!("skipped: these tests need root and iproute2 (root: {root}, ip: {ip})");
-    }
-    root && ip
+/// Returns from the test when it cannot run here: these tests need root
+/// and iproute2. Under CI that is a failure naming what is missing.
+macro_rules! require_root_and_iproute2 {
+    () => {
+        benchlab_testkit::require!(root, "ip", "tc");
+    };
 }
 
 /// A test bed that is removed when the test ends, however it ends.
@@ -200,9 +198,7 @@ fn median(v: &[f64]) -> f64 {
 #[test]
 fn tbf_rate_is_measured_back_within_2_percent() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     for (tag, rate) in [('a', 200.0), ('b', 50.0)] {
         let s = Scratch::new();
         let bed = Bed::up(
@@ -267,9 +263,7 @@ fn stop_relay(child: Child) -> Value {
 #[test]
 fn a_relayed_delay_shows_up_in_round_trips() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     let s = Scratch::new();
     let bed = Bed::up(
         &s,
@@ -352,9 +346,7 @@ fn a_relayed_delay_shows_up_in_round_trips() {
 #[test]
 fn two_targets_behind_their_own_links() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     let s = Scratch::new();
     let rate = 100.0;
     let bed = Bed::up(
@@ -411,9 +403,7 @@ fn two_targets_behind_their_own_links() {
 #[test]
 fn a_killed_agent_fails_its_point_and_leaves_nothing_behind() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('k'), "topology = \"direct\"\nsubnet = \"10.234.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
     let study = s.study(
@@ -496,9 +486,7 @@ fn a_killed_agent_fails_its_point_and_leaves_nothing_behind() {
 #[test]
 fn an_unreachable_host_is_named_before_anything_runs() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     let s = Scratch::new();
     let study = s.study(
         "gone.toml",
@@ -515,24 +503,15 @@ fn an_unreachable_host_is_named_before_anything_runs() {
     assert!(s.run_ok(&["list"]).contains("no runs"));
 }
 
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(program))
-        .chain([Path::new("/usr/sbin").join(program)])
-        .find(|p| p.is_file())
-}
-
 #[test]
 fn a_server_reached_over_ssh() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
-    let (Some(sshd), Some(keygen)) = (which("sshd"), which("ssh-keygen")) else {
-        eprintln!("skipped: openssh-server is not installed (.ci/run installs it)");
-        return;
+    require_root_and_iproute2!();
+    let Some(sshd) = benchlab_testkit::find_program("sshd") else {
+        return benchlab_testkit::missing("sshd (openssh-server)");
+    };
+    let Some(keygen) = benchlab_testkit::find_program("ssh-keygen") else {
+        return benchlab_testkit::missing("ssh-keygen (openssh-client)");
     };
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('s'), "topology = \"direct\"\nsubnet = \"10.236.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
@@ -621,9 +600,7 @@ fn a_server_reached_over_ssh() {
 #[test]
 fn an_agent_over_tcp_with_a_shared_key() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('l'), "topology = \"direct\"\nsubnet = \"10.237.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n");
     let key = s.path("key");
@@ -677,12 +654,11 @@ fn an_agent_over_tcp_with_a_shared_key() {
 #[test]
 fn a_netem_delay_shows_up_in_round_trips() {
     let _serial = serial();
-    if !can_run() {
-        return;
-    }
+    require_root_and_iproute2!();
     if !benchlab_netem_available() {
-        eprintln!("skipped: this kernel has no netem (sch_netem); the relay test covers delays");
-        return;
+        return benchlab_testkit::unsupported(
+            "this kernel has no netem (sch_netem); the relay test covers delays",
+        );
     }
     let mut means = Vec::new();
     for (tag, delay_ms) in [('n', 0.0), ('m', 2.0)] {

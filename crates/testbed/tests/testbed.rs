@@ -1,7 +1,7 @@
 //! Test beds for real: namespaces, veths, a bridge and tbf on this machine.
 //!
-//! These tests need root and iproute2; without them each says why and
-//! returns. Bed names carry the test process's pid (and a letter per test),
+//! These tests need root and iproute2; without them each fails under CI
+//! and is reported as skipped elsewhere (benchlab-testkit). Bed names carry the test process's pid (and a letter per test),
 //! so parallel runs never share a namespace; every bed is taken down at the
 //! end, and a failing test leaves a state file that `down` can use.
 
@@ -19,27 +19,12 @@ use benchlab_testbed::{
     TestbedError, TestbedSpec,
 };
 
-/// Why these tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: network namespaces need CAP_SYS_ADMIN".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) is not installed".into());
-    }
-    if Command::new("tc").arg("-V").output().is_err() {
-        return Some("`tc` (iproute2) is not installed".into());
-    }
-    None
-}
-
+/// Returns from the test when it cannot run here: these tests need root
+/// (network namespaces need CAP_SYS_ADMIN) and iproute2. Under CI that is
+/// a failure naming what is missing (see benchlab-testkit).
 macro_rules! require_root_and_iproute2 {
     () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        benchlab_testkit::require!(root, "ip", "tc");
     };
 }
 
@@ -600,11 +585,10 @@ fn tbf_segments_gso_packets_larger_than_its_bucket() {
         )
     };
     if rc != 0 {
-        eprintln!(
-            "skipped: UDP_SEGMENT unsupported: {}",
+        return benchlab_testkit::unsupported(format!(
+            "this kernel refuses UDP_SEGMENT: {}",
             std::io::Error::last_os_error()
-        );
-        return;
+        ));
     }
     let mut buf = [0u8; 2048];
     for round in 0..3 {
