@@ -12,7 +12,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # A test that cannot run here appends `SKIP <test>: <why>` to this file
 # (benchlab-testkit); the list is printed once the tests are done, so that
 # a skipped test is never taken for a pass.
-skips="$(pwd)/${CARGO_TARGET_DIR:-target}/benchlab-skips.txt"
+target_dir="${CARGO_TARGET_DIR:-target}"
+case "$target_dir" in /*) ;; *) target_dir="$(pwd)/$target_dir" ;; esac
+skips="$target_dir/benchlab-skips.txt"
 mkdir -p "$(dirname "$skips")"
 : >"$skips"
 export BENCHLAB_SKIP_FILE="$skips"
