@@ -162,30 +162,43 @@ fn metric_reps(p: &Value, name: &str) -> Vec<f64> {
 
 /// How far a tbf-shaped stream may stray from the expected goodput.
 const RATE_TOLERANCE: f64 = 0.02;
-/// Repetitions of each shaped stream; their median is checked.
+/// Repetitions of each shaped stream (see [`check_goodput`]).
 const RATE_REPETITIONS: usize = 5;
 
-/// Checks the median of a stream's goodput repetitions against a tbf's
-/// rate, within [`RATE_TOLERANCE`] both ways. One repetition alone is
-/// at the mercy of this shared two-core machine, and both ways: a late
-/// sender or tbf timer lowers it, and a receiver that is descheduled as
-/// its warm-up ends counts the data that queued in its socket meanwhile as
-/// measured (seen: 99.3 Mbit/s through a 100 Mbit/s tbf, +3.9 %, while
-/// the other repetitions gave 95.3 and 95.6). The median of five stands
-/// up to two such repetitions, and a tbf off by more than the tolerance
-/// still moves every repetition, so the check still fails for a wrong
-/// rate. The 16 ms bucket can add at most 0.8 % to a 2 s repetition.
+/// Checks a stream's goodput repetitions against a tbf's rate, each bound
+/// on the statistic that this shared two-core machine cannot fake:
+///
+/// - **tbf is a ceiling**: the *median* must not exceed the expected
+///   goodput by more than [`RATE_TOLERANCE`]. Not the maximum: a receiver
+///   descheduled as its warm-up ends counts what queued in its socket
+///   meanwhile as measured, which lifts a repetition now and then (seen:
+///   99.3 through a 100 Mbit/s tbf, +3.9 %; 51.5 through 50, +7.7 %).
+///   The 16 ms bucket adds at most 0.8 % to a 2 s repetition.
+/// - **The link reaches its rate** when the machine lets it: the *best*
+///   repetition must come within the tolerance from below. Not the
+///   median: starved of CPU, sender and receiver fall short in most
+///   repetitions (at a load of 12-16: medians 2.5-12 % low, single
+///   repetitions down to 99 of 191 Mbit/s, whatever the bucket: 64 ms did
+///   no better), while the best stayed within 0.8 % in every run seen.
+///
+/// A tbf off by more than the tolerance either way still fails.
 fn check_goodput(what: &str, reps: &[f64], want: f64) {
     assert_eq!(reps.len(), RATE_REPETITIONS, "{what}: {reps:?}");
     let median = median(reps);
-    let err = (median - want) / want;
+    let best = reps.iter().copied().fold(f64::MIN, f64::max);
+    let pct = |x: f64| (x - want) / want * 100.0;
     eprintln!(
-        "{what}: expected goodput {want:.2} Mbit/s, repetitions {reps:.2?}, median {median:.2} ({:+.2} %)",
-        err * 100.0
+        "{what}: expected goodput {want:.2} Mbit/s, repetitions {reps:.2?}, median {:+.2} %, best {:+.2} %",
+        pct(median),
+        pct(best)
     );
     assert!(
-        err.abs() <= RATE_TOLERANCE,
-        "{what}: median {median} Mbit/s of {reps:?} is not within 2 % of {want}"
+        median <= want * (1.0 + RATE_TOLERANCE),
+        "{what}: median {median} Mbit/s of {reps:?} is more than 2 % above the shaped {want}"
+    );
+    assert!(
+        best >= want * (1.0 - RATE_TOLERANCE),
+        "{what}: even the best of {reps:?} Mbit/s is more than 2 % below the shaped {want}"
     );
 }
 
