@@ -214,3 +214,48 @@ fn other_bad_inputs_name_their_key() {
     assert!(e.contains("is not a directory"), "{e}");
     d.assert_nothing_left(None);
 }
+
+#[test]
+fn a_place_the_server_user_cannot_enter_is_refused() {
+    require_root();
+    require("nginx", "nginx");
+    let d = Dirs::new();
+    let closed = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        closed.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut opts = d.opts();
+    opts.scratch_base = closed.path().to_path_buf();
+    let e = Service::start(&plan("name='web'\nkind='nginx'"), &opts)
+        .err()
+        .unwrap()
+        .to_string();
+    let prefix = format!(
+        "service `web`: scratch: {} (mode 0700) does not let the server's user `www-data` through to {}/benchlab-service-web-",
+        closed.path().display(),
+        closed.path().display()
+    );
+    assert!(e.starts_with(&prefix), "{e}");
+    assert!(e.ends_with("/htdocs: every request would be refused; choose a place under a directory others may enter (such as /tmp or /srv)"), "{e}");
+    assert_eq!(entries(closed.path()), Vec::<String>::new());
+    let root = closed.path().join("www");
+    let e = start_err(
+        &plan(&format!(
+            "name='web'\nkind='apache2'\ndocument_root='{}'",
+            root.display()
+        )),
+        &d,
+    );
+    assert!(e.starts_with("service `web`: document_root: "), "{e}");
+    let e = start_err(
+        &plan("name='web'\nkind='nginx'\nvars={user='benchlab-no-such-user'}"),
+        &d,
+    );
+    assert_eq!(
+        e,
+        "service `web`: vars.user: user `benchlab-no-such-user` does not exist on host `local`"
+    );
+    d.assert_nothing_left(None);
+}
