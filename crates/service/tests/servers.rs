@@ -250,3 +250,34 @@ fn nginx_and_apache2_listen_on_ipv6_loopback() {
         d.assert_nothing_left(Some(pgid));
     }
 }
+
+/// A command that exits by itself after it was ready: its exit code is
+/// the reason, and the stop still cleans up.
+#[test]
+fn a_command_that_exits_is_reported_with_its_code() {
+    require("python3", "python3");
+    let d = Dirs::new();
+    let script = "import socket,sys,time\n\
+                  s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n\
+                  time.sleep(0.3); sys.exit(3)\n";
+    let p = plan(&format!(
+        "name = \"app\"\nkind = \"command\"\nargv = [\"python3\", \"-c\", {script:?}, \"{{{{port}}}}\"]"
+    ));
+    let mut svc = Service::start(&p, &d.opts()).unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let reason = loop {
+        match svc.check_alive() {
+            Liveness::Died { reason, .. } => break reason,
+            Liveness::Alive => {
+                assert!(std::time::Instant::now() < until, "still alive");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    assert_eq!(reason, "python3 exited with code 3");
+    let pgid = svc.pgid();
+    let report = svc.stop().unwrap();
+    assert!(report.died_before && !report.forced);
+    assert_eq!(report.exit, "exited with code 3");
+    d.assert_nothing_left(Some(pgid));
+}
