@@ -654,10 +654,9 @@ impl Service {
             }
         }
         if !problems.is_empty() {
-            return Err(ServiceError::Start {
+            return Err(ServiceError::Stop {
                 service: self.desc.name.clone(),
-                message: format!("stopping: {}", problems.join("; ")),
-                log: String::new(),
+                message: problems.join("; "),
             });
         }
         Ok(StopReport {
