@@ -281,3 +281,24 @@ fn a_command_that_exits_is_reported_with_its_code() {
     assert_eq!(report.exit, "exited with code 3");
     d.assert_nothing_left(Some(pgid));
 }
+
+/// A server that ignores SIGTERM is killed after its grace period.
+#[test]
+fn a_server_that_ignores_sigterm_is_killed_after_its_grace() {
+    require("python3", "python3");
+    let d = Dirs::new();
+    let script = "import signal,socket,sys,time\n\
+                  signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+                  s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n\
+                  time.sleep(3600)\n";
+    let p = plan(&format!(
+        "name = \"stubborn\"\nkind = \"command\"\nstop_timeout_s = 0.3\n\
+         argv = [\"python3\", \"-c\", {script:?}, \"{{{{port}}}}\"]"
+    ));
+    let svc = Service::start(&p, &d.opts()).unwrap();
+    let pgid = svc.pgid();
+    let report = svc.stop().unwrap();
+    assert!(report.forced && !report.died_before, "{report:?}");
+    assert_eq!(report.exit, "killed by signal 9 (SIGKILL)");
+    d.assert_nothing_left(Some(pgid));
+}
