@@ -399,8 +399,18 @@ fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-/// The CPUs this process may use.
+/// The CPUs a service may be placed on: the host's online CPUs. Not this
+/// thread's affinity — an agent started under `taskset` may still place a
+/// server elsewhere; a cgroup that forbids a CPU makes the child's
+/// `sched_setaffinity` fail, which the start reports.
 fn allowed_cpus() -> Vec<usize> {
+    if let Some(online) = fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| benchlab_core::placement::parse_cpu_list(t.trim()).ok())
+    {
+        return online;
+    }
+    // Without /sys: the CPUs this thread may use.
     // SAFETY: a zeroed set, filled by the kernel.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer and size.
@@ -431,7 +441,7 @@ fn check_cpus(spec: &ServiceSpec) -> Result<(), ServiceError> {
         service: spec.name.clone(),
         key: "cpus".into(),
         message: format!(
-            "CPU {} not available on host `{}` (allowed: {})",
+            "CPU {} not online on host `{}` (online: {})",
             missing.join(","),
             spec.host,
             allowed

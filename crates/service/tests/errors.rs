@@ -189,7 +189,7 @@ fn other_bad_inputs_name_their_key() {
     let d = Dirs::new();
     let e = start_err(&plan("name='web'\nkind='nginx'\ncpus='63'"), &d);
     assert!(
-        e.starts_with("service `web`: cpus: CPU 63 not available on host `local` (allowed: "),
+        e.starts_with("service `web`: cpus: CPU 63 not online on host `local` (online: "),
         "{e}"
     );
     let e = start_err(&plan("name='web'\nkind='nginx'\nbind='192.0.2.1'"), &d);

@@ -302,3 +302,44 @@ fn a_server_that_ignores_sigterm_is_killed_after_its_grace() {
     assert_eq!(report.exit, "killed by signal 9 (SIGKILL)");
     d.assert_nothing_left(Some(pgid));
 }
+
+/// A starter pinned elsewhere (an agent under `taskset`) still places the
+/// server on the CPUs the study names.
+#[test]
+fn a_pinned_starter_still_places_the_server_on_its_cpus() {
+    require_root();
+    require("nginx", "nginx");
+    let d = Dirs::new();
+    let opts = d.opts();
+    let (pgid, members) = std::thread::spawn(move || {
+        // SAFETY: pins this thread only, with a valid set.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
+        let svc = Service::start(
+            &plan("name = \"web\"\nkind = \"nginx\"\ncpus = \"1\""),
+            &opts,
+        )
+        .unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let mut members = benchlab_service::procfs::live_members(svc.pgid());
+        while members.len() < 2 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+            members = benchlab_service::procfs::live_members(svc.pgid());
+        }
+        let allowed: Vec<String> = members.iter().map(|p| cpus_allowed(*p)).collect();
+        let pgid = svc.pgid();
+        svc.stop().unwrap();
+        (pgid, allowed)
+    })
+    .join()
+    .unwrap();
+    assert!(members.len() >= 2, "{members:?}");
+    assert!(members.iter().all(|c| c == "1"), "{members:?}");
+    d.assert_nothing_left(Some(pgid));
+}
