@@ -259,3 +259,31 @@ fn a_place_the_server_user_cannot_enter_is_refused() {
     );
     d.assert_nothing_left(None);
 }
+
+#[test]
+fn a_secret_in_a_failing_server_s_output_is_masked() {
+    require("python3", "python3");
+    let d = Dirs::new();
+    let study = tempfile::tempdir().unwrap();
+    std::fs::write(study.path().join("pw"), "hunter2-secret\n").unwrap();
+    let p = plan_in(
+        "name='app'\nkind='command'\nsecrets={pw={file='pw'}}\n\
+         argv=['python3', '-c', 'import sys; print(\"bad password\", sys.argv[1]); sys.exit(2)', '{{pw}}']",
+        study.path(),
+    );
+    let e = Service::start(&p, &d.opts()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("python3 exited with code 2 while starting"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "output.log: bad password {}",
+            benchlab_service::MASK
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+    d.assert_nothing_left(None);
+}
