@@ -582,7 +582,7 @@ pub fn build(
             summaries,
         })
         .collect();
-    RunReport {
+    let mut report = RunReport {
         run: run.clone(),
         configurations: configurations.to_vec(),
         selection,
@@ -594,7 +594,12 @@ pub fn build(
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
-    }
+    };
+    // Summaries derived from several points (seed 001's Figure 1) become
+    // ordinary tables, so every renderer shows them.
+    let summaries = crate::matrix::summary_tables(&report);
+    report.tables.extend(summaries);
+    report
 }
 
 /// The "Average" row over a table's rows: per configuration the mean of the
