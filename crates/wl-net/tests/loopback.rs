@@ -189,6 +189,8 @@ fn tcp_rr_counts_agree_on_both_sides() {
     let tps = metric(&s, "transactions_per_s");
     assert!((tps * metric(&s, "elapsed_s") - done as f64).abs() <= 1.0);
     assert!((metric(&s, "rtt_us") - 1e6 / tps).abs() < 1e-9 * metric(&s, "rtt_us"));
+    // RTT/2, as seed 002 quotes netperf: half of 10^6 / transactions/s.
+    assert!((metric(&s, "rtt_half_us") - 0.5e6 / tps).abs() < 1e-9 * metric(&s, "rtt_us"));
     assert_eq!(metric(&s, "lost_transactions"), 0.0);
     assert!(s.metrics.contains_key("client_proc_sd_us_per_tran"));
     assert!(RR.average_row());
