@@ -88,6 +88,21 @@ const NODELAY: ParamSpec = ParamSpec {
     help: "set TCP_NODELAY on both sides (netperf -D; off by default, as netperf)",
 };
 
+/// netperf's test-specific `-m` as a study passed it to an RR test, which
+/// ignores it: TCP_RR and UDP_RR size their transactions with `-r` only
+/// (default 1 byte each way). Seed 000's scripts ran `netperf -t TCP_RR …
+/// -- -m $big` for `big` from 1 to 1024, so every one of its RR rows is a
+/// 1-byte transaction, which is why its latencies stay flat across the
+/// sizes. The parameter changes nothing in the measurement; swept as the
+/// row parameter, it lets a study run what the seed really ran under the
+/// seed's row labels.
+const NETPERF_M: ParamSpec = ParamSpec {
+    name: "netperf_m",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Unset,
+    help: "netperf's -m as given to an RR test, which ignores it: recorded and usable as row labels (seed 000's RR rows), never sent; request_size and response_size set the transaction",
+};
+
 /// The choices of [`LATENCY`].
 const LATENCY_CHOICES: &[&str] = &[ROUND_TRIP, HALF_ROUND_TRIP];
 const ROUND_TRIP: &str = "round-trip";
@@ -109,6 +124,7 @@ const PARAMS: &[ParamSpec] = &[
     RESPONSE_SIZE,
     NODELAY,
     LATENCY,
+    NETPERF_M,
     DURATION,
     WARMUP,
 ];
@@ -430,5 +446,22 @@ mod tests {
         assert_eq!(m[0].decimals, 1);
         let m = RR.table_metrics(&params(&[half]));
         assert_eq!(m[0].label, ANY_HALF_LABEL);
+    }
+
+    /// Seed 000 passed `-m $big` to TCP_RR, which netperf ignores: with
+    /// `netperf_m` set, the transaction is still `request_size` both ways.
+    #[test]
+    fn netperf_m_is_recorded_not_sent() {
+        let p = params(&[
+            ("protocol", Value::Str("udp".into())),
+            ("request_size", Value::Int(1)),
+            ("netperf_m", Value::Int(1024)),
+            ("nodelay", Value::Bool(false)),
+            ("duration_s", Value::Float(1.0)),
+            ("warmup_s", Value::Float(0.0)),
+        ]);
+        let c = Config::read(&p).unwrap();
+        assert_eq!((c.request_size, c.response_size), (1, 1));
+        assert!(PARAMS.iter().any(|s| s.name == NETPERF_M.name));
     }
 }
