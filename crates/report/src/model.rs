@@ -644,7 +644,7 @@ pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -
 
 /// Each configuration's advantage over the first (the baseline), with the
 /// comparison of their repetitions when both have at least two.
-pub(crate) fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
+pub fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
     cells
         .iter()
         .skip(1)
