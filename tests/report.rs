@@ -365,3 +365,69 @@ fn demo_html_report_renders_in_chromium() {
     std::fs::copy(&html_path, keep.with_extension("html")).ok();
     eprintln!("screenshot: {}", keep.display());
 }
+
+/// Issue 13: `benchlab import` stores published figures as a run marked
+/// "published, not measured"; every format of `show`, `report` and
+/// `compare` labels it, gives it no interval and no verdict, and computes
+/// the advantage as the seeds do.
+#[test]
+fn imported_figures_are_labelled_published_in_every_format() {
+    let s = Scratch::new();
+    let study = s.study("fake.toml", STUDY);
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    // Keyed to the fake workload's score table: 100 points at both sizes.
+    let csv = s.study(
+        "paper.csv",
+        "# a paper's figures\n\
+         table,better,aggregate,row_param,decimals,advantage_decimals,row,configuration,value,kind,metric,fixed\n\
+         fake,higher,,size,2,2,32,Paper,100,fake,score,\n\
+         fake,higher,,size,2,2,64,Paper,100,fake,score,\n",
+    );
+    let out = s.run_ok(&["import", csv.to_str().unwrap(), "--name", "paper"]);
+    assert!(out.contains("run 2: 1 table(s), 2 figure(s)"), "{out}");
+    assert!(s.run_ok(&["list"]).contains("(published, not measured)"));
+
+    for format in ["table", "markdown", "json", "csv"] {
+        let text = s.run_ok(&["show", "2", "--format", format]);
+        assert!(
+            text.contains("Paper (published, not measured)"),
+            "show --format {format}:\n{text}"
+        );
+    }
+    let html = s.path("paper.html");
+    s.run_ok(&["report", "2", "--html", html.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Paper (published, not measured)"));
+
+    // Beside the measured run: the fake "better" configuration's median
+    // score is 110.75, so its advantage over the published 100 is 10.75 %,
+    // with no interval and no verdict.
+    let cmp = s.run_ok(&["compare", "2:Paper", "1:better", "--format", "json"]);
+    let j: serde_json::Value = serde_json::from_str(&cmp).unwrap();
+    let t = &j["tables"][0];
+    assert_eq!(t["metric"], "score");
+    assert_eq!(t["title"], "Fake score (points)");
+    assert_eq!(t["columns"][0], "2:Paper (published, not measured)");
+    assert_eq!(t["columns"][1], "1:better");
+    for row in t["rows"].as_array().unwrap() {
+        assert!(row["cells"][0]["ci"].is_null());
+        let adv = &row["advantages"][0];
+        assert!((adv["pct"].as_f64().unwrap() - 10.75).abs() < 1e-9, "{adv}");
+        assert!(adv["comparison"].is_null(), "{adv}");
+    }
+    let text = s.run_ok(&["compare", "2:Paper", "1:better"]);
+    assert!(text.contains("10.75% ?"), "{text}");
+    assert!(
+        text.contains("hold figures imported from a publication"),
+        "{text}"
+    );
+
+    // A malformed file is refused before anything is stored, naming the
+    // file and the line.
+    let bad = s.study("bad.csv", "table,value\n");
+    let out = s.run(&["import", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.csv") && err.contains("line 1"), "{err}");
+    assert!(!s.run_ok(&["list"]).contains("   3 "));
+}

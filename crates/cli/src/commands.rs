@@ -183,7 +183,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     r.started_at,
                     ok,
                     samples.len(),
-                    if r.options.quick || r.options.scale != 1.0 {
+                    if crate::import_cmd::is_published_run(&store, r.id)? {
+                        "  (published, not measured)"
+                    } else if r.options.quick || r.options.scale != 1.0 {
                         "  (trial)"
                     } else {
                         ""
@@ -220,6 +222,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 csv,
             },
         ),
+        Command::Import { file, name } => {
+            crate::import_cmd::import(&cli.db, &file, name.as_deref())
+        }
         Command::Show { run, format } => {
             let store = open_store(&cli.db)?;
             let id = match run {

@@ -739,6 +739,9 @@ pub(crate) fn report(
     reg: &Registry,
     run_id: i64,
 ) -> Result<benchlab_report::RunReport> {
+    if crate::import_cmd::is_published_run(store, run_id)? {
+        return crate::import_cmd::published_report(store, run_id);
+    }
     let run = store.run(run_id)?;
     let study = Study::parse(&run.study_file, &run.study_text, reg)
         .context("the stored study file no longer validates with this benchlab")?;

@@ -113,6 +113,9 @@ pub fn render_html(report: &RunReport) -> String {
 
     o.push_str("<h2>Results</h2>\n");
     let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend(report)));
+    if let Some(note) = crate::import::published_note(report) {
+        let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&note));
+    }
     let mut workload = "";
     for (i, t) in report.tables.iter().enumerate() {
         if t.workload != workload {

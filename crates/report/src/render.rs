@@ -313,9 +313,17 @@ fn terminal(report: &RunReport) -> String {
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
+        published_line(report, &mut out);
     }
     failures(report, &mut out);
     out
+}
+
+/// The legend's line on published columns, when there are any.
+fn published_line(report: &RunReport, out: &mut String) {
+    if let Some(note) = crate::import::published_note(report) {
+        let _ = writeln!(out, "{note}");
+    }
 }
 
 fn failures(report: &RunReport, out: &mut String) {
@@ -380,6 +388,7 @@ fn markdown(report: &RunReport) -> String {
     }
     out.push_str(&crate::matrix::render(report, true));
     out.push_str(&legend(report));
+    published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
     appendix(report, &mut out);

@@ -68,7 +68,8 @@ fn check(seed: &str, double_rounded: &[(&str, &str)]) -> usize {
                 if column == "advantage" {
                     h.ends_with(" advantage")
                 } else {
-                    h == column
+                    // Imported columns are labelled as published.
+                    *h == import::published_label(column)
                 }
             })
             .unwrap_or_else(|| panic!("{table}: no column {column} in {header:?}"));
@@ -343,4 +344,69 @@ fn seed_001_headline_is_the_geometric_mean_of_plain_means() {
     // A cell without a figure leaves no headline.
     assert_eq!(matrix::headline(&[150.0, f64::NAN]), None);
     assert_eq!(matrix::headline(&[150.0, 0.0]), None);
+}
+
+/// The shipped `studies/published/seed-000-netperf.csv` holds the same
+/// figures as the seed-000 fixture, keyed to the tables of
+/// `studies/seed-000-network.toml` (workload, kind, metric, protocol).
+#[test]
+fn shipped_seed_000_published_figures_match_the_fixture() {
+    let path = format!(
+        "{}/../../studies/published/seed-000-netperf.csv",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let shipped = import::figures_csv("s", &std::fs::read_to_string(&path).unwrap()).unwrap();
+    let fixture = import::figures_csv("f", &fixture("seed-000-figures.csv")).unwrap();
+    let keys: Vec<(String, String, String, String)> = shipped
+        .tables
+        .iter()
+        .map(|t| {
+            (
+                t.workload.clone(),
+                t.kind.clone(),
+                t.metric.clone(),
+                t.fixed.clone(),
+            )
+        })
+        .collect();
+    let key = |w: &str, k: &str, m: &str, f: &str| (w.into(), k.into(), m.into(), f.into());
+    assert_eq!(
+        keys,
+        [
+            key("stream", "net.stream", "throughput_mbps", "protocol=tcp"),
+            key("stream", "net.stream", "throughput_mbps", "protocol=udp"),
+            key("rr", "net.rr", "rtt_us", "protocol=tcp"),
+            key("rr", "net.rr", "rtt_us", "protocol=udp"),
+        ]
+    );
+    let mut checked = 0;
+    for ft in &fixture.tables {
+        // `tcp-rr/optimized` → the shipped table of TCP RR, columns
+        // `Windows optimized` and `RHEL optimized`.
+        let (name, config) = ft.workload.split_once('/').unwrap();
+        let (proto, kind) = name.split_once('-').unwrap();
+        let st = shipped
+            .tables
+            .iter()
+            .find(|t| t.fixed == format!("protocol={proto}") && t.workload == kind)
+            .unwrap();
+        for (c, col) in ft.columns.iter().enumerate() {
+            let os = col.split(' ').next().unwrap();
+            let sc = st
+                .columns
+                .iter()
+                .position(|x| *x == import::published_label(&format!("{os} {config}")))
+                .unwrap();
+            for (fr, sr) in ft.rows.iter().zip(&st.rows) {
+                assert_eq!(fr.label, sr.label);
+                assert_eq!(
+                    fr.cells[c], sr.cells[sc],
+                    "{} {col} {}",
+                    ft.workload, fr.label
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 184);
 }
