@@ -197,6 +197,10 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .collect(),
         events: Vec::new(),
         latency: Vec::new(),
+        notes: order
+            .iter()
+            .flat_map(|s| s.report.notes.iter().cloned())
+            .collect(),
     }
 }
 

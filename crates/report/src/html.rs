@@ -133,6 +133,7 @@ pub fn render_html(report: &RunReport) -> String {
     latency_section(report, &mut o);
     points_section(report, &mut o);
     failures_section(report, &mut o);
+    notes_section(report, &mut o);
     appendix_a(report, &mut o);
     appendix_b(report, &mut o);
 
@@ -950,6 +951,24 @@ fn markdown_tables_to_html(md: &str, o: &mut String) {
     if in_table {
         o.push_str("</table>\n");
     }
+}
+
+/// The workloads' notes on their measurements (a clipped buffer …).
+fn notes_section(report: &RunReport, o: &mut String) {
+    if report.notes.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Notes on the measurements</h2>\n<ul>\n");
+    for n in &report.notes {
+        let _ = writeln!(
+            o,
+            "<li><b>{}</b>: {} <span class=\"small\">({})</span></li>",
+            esc(&n.workload),
+            esc(&n.text),
+            esc(&n.points.join("; "))
+        );
+    }
+    o.push_str("</ul>\n");
 }
 
 /// Appendix B: how the figures were produced.

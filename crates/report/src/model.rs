@@ -292,6 +292,71 @@ pub struct RunReport {
     /// workloads that record histograms), for the HTML charts.
     #[serde(default)]
     pub latency: Vec<LatencyView>,
+    /// The workloads' remarks on their results (a clipped socket buffer
+    /// …), each with the points it concerns.
+    #[serde(default)]
+    pub notes: Vec<Note>,
+}
+
+/// A workload's remark on its results ([`benchlab_core::Workload::notes`]),
+/// once per distinct text, with every (configuration · point) it concerns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    /// Workload name.
+    pub workload: String,
+    /// The remark.
+    pub text: String,
+    /// `configuration · point` of every repetition it was made for, once
+    /// each.
+    pub points: Vec<String>,
+}
+
+/// Every workload's notes on the successful repetitions of a run.
+pub fn notes(
+    points: &[PointRow],
+    samples: &[SampleRow],
+    registry: &Registry,
+    configurations: &[ConfigRow],
+) -> Vec<Note> {
+    let mut out: Vec<Note> = Vec::new();
+    for p in points {
+        let Some(wl) = registry.get(&p.kind) else {
+            continue;
+        };
+        let at = format!(
+            "{} · {}",
+            configurations
+                .get(p.config_idx)
+                .map(|c| c.name.as_str())
+                .unwrap_or("?"),
+            p.label
+        );
+        for s in samples
+            .iter()
+            .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
+        {
+            for text in wl.notes(&p.params, &s.metrics) {
+                let i = match out
+                    .iter()
+                    .position(|n| n.workload == p.workload_name && n.text == text)
+                {
+                    Some(i) => i,
+                    None => {
+                        out.push(Note {
+                            workload: p.workload_name.clone(),
+                            text,
+                            points: Vec::new(),
+                        });
+                        out.len() - 1
+                    }
+                };
+                if !out[i].points.contains(&at) {
+                    out[i].points.push(at.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The repetition rule of a study, in words.
@@ -570,6 +635,7 @@ pub fn build(
         }
     }
 
+    let run_notes = notes(points, samples, registry, configurations);
     let points = results
         .into_iter()
         .map(|(p, _, metrics, summaries)| PointResult {
@@ -594,6 +660,7 @@ pub fn build(
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        notes: run_notes,
     };
     // Summaries derived from several points (seed 001's Figure 1) become
     // ordinary tables, so every renderer shows them.

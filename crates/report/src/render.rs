@@ -316,7 +316,34 @@ fn terminal(report: &RunReport) -> String {
         published_line(report, &mut out);
     }
     failures(report, &mut out);
+    notes_text(report, &mut out, false);
     out
+}
+
+/// The workloads' notes: each remark once, with the points it concerns.
+fn notes_text(report: &RunReport, out: &mut String, md: bool) {
+    if report.notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if md {
+            "\n### Notes on the measurements\n"
+        } else {
+            "\nNotes on the measurements:"
+        }
+    );
+    for n in &report.notes {
+        let _ = writeln!(
+            out,
+            "{}{}: {} ({})",
+            if md { "- " } else { "  " },
+            n.workload,
+            n.text,
+            n.points.join("; ")
+        );
+    }
 }
 
 /// The legend's line on published columns, when there are any.
@@ -391,6 +418,7 @@ fn markdown(report: &RunReport) -> String {
     published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
+    notes_text(report, &mut out, true);
     appendix(report, &mut out);
     settings_md(report, &mut out);
     methodology_md(report, &mut out);

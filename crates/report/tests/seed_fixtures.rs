@@ -220,6 +220,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        notes: Vec::new(),
     };
     report.tables = matrix::summary_tables(&report);
     report
