@@ -181,7 +181,10 @@ rows = "recv_buffer"
     let text = notes[0]["text"].as_str().unwrap();
     let want = format!("recv_buffer = {asked}: the kernel clipped it to {rmem_max} bytes");
     assert!(text.starts_with(&want), "{text}");
-    assert_eq!(notes[0]["points"][0], format!("default · recv_buffer={asked}"));
+    assert_eq!(
+        notes[0]["points"][0],
+        format!("default · recv_buffer={asked}")
+    );
     for format in ["table", "markdown"] {
         let out = s.run_ok(&["show", "1", "--format", format]);
         assert!(out.contains(&want), "{format}:\n{out}");

@@ -431,3 +431,47 @@ fn imported_figures_are_labelled_published_in_every_format() {
     assert!(err.contains("bad.csv") && err.contains("line 1"), "{err}");
     assert!(!s.run_ok(&["list"]).contains("   3 "));
 }
+
+/// Issue 13: `[[study.step]]` entries, the reproduced study's steps and
+/// their status here, appear in the methodology appendix of the Markdown
+/// and HTML reports and in the JSON.
+#[test]
+fn study_steps_are_in_the_methodology_appendix() {
+    let s = Scratch::new();
+    let text = STUDY.replace(
+        "[defaults]",
+        "[[study.step]]\n\
+         step = \"BIOS power profile: Performance Per Watt (OS)\"\n\
+         status = \"not possible here: no firmware access from the test machine\"\n\
+         [[study.step]]\n\
+         step = \"tuned-adm profile latency-performance\"\n\
+         status = \"applied\"\n\n\
+         [defaults]",
+    );
+    let study = s.study("steps.toml", &text);
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let (md, html) = (s.path("r.md"), s.path("r.html"));
+    s.run_ok(&[
+        "report",
+        "1",
+        "--md",
+        md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let md = std::fs::read_to_string(&md).unwrap();
+    let appendix = &md[md.find("## Appendix B").unwrap()..];
+    assert!(
+        appendix.contains("| BIOS power profile: Performance Per Watt (OS) | not possible here: no firmware access from the test machine |"),
+        "{appendix}"
+    );
+    assert!(appendix.contains("| tuned-adm profile latency-performance | applied |"));
+    let html = std::fs::read_to_string(&html).unwrap();
+    let appendix = &html[html.find("Appendix B").unwrap()..];
+    assert!(appendix.contains(
+        "<td class=\"l\">not possible here: no firmware access from the test machine</td>"
+    ));
+    let j = s.json("1");
+    assert_valid(&j);
+    assert_eq!(j["steps"][1]["status"], "applied");
+}

@@ -244,6 +244,83 @@ pub struct Study {
     /// Hosts: those of `[[host]]`, plus `sut` and `generator` on this
     /// machine when the file does not define them.
     pub hosts: Vec<Host>,
+    /// `[[study.step]]`: the preparation steps of the study being
+    /// reproduced and what became of each here, in file order.
+    pub steps: Vec<Step>,
+}
+
+/// One step of the study being reproduced (`[[study.step]]`) and its
+/// status here: deviations on the record.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Step {
+    /// The step as the reproduced study describes it.
+    pub step: String,
+    /// What became of it here.
+    pub status: StepStatus,
+}
+
+/// The status of a [`Step`]: `applied`, `approximated: how` or
+/// `not possible here: why`.
+///
+/// Serialized as the study file writes it (`"approximated: how"`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum StepStatus {
+    /// Done as the study did it.
+    Applied,
+    /// Done differently; how.
+    Approximated(String),
+    /// Not done; why.
+    NotPossible(String),
+}
+
+impl StepStatus {
+    /// The status as a study file writes it.
+    pub fn text(&self) -> String {
+        match self {
+            StepStatus::Applied => "applied".into(),
+            StepStatus::Approximated(how) => format!("approximated: {how}"),
+            StepStatus::NotPossible(why) => format!("not possible here: {why}"),
+        }
+    }
+
+    /// Reads `applied`, `approximated: how` or `not possible here: why`
+    /// (the reason must not be empty).
+    pub fn parse(s: &str) -> Result<StepStatus, String> {
+        let s = s.trim();
+        let reason = |rest: &str, what: &str| {
+            let r = rest.trim();
+            if r.is_empty() {
+                Err(format!("`{s}`: say {what} after the colon"))
+            } else {
+                Ok(r.to_string())
+            }
+        };
+        if s == "applied" {
+            Ok(StepStatus::Applied)
+        } else if let Some(rest) = s.strip_prefix("approximated:") {
+            reason(rest, "how").map(StepStatus::Approximated)
+        } else if let Some(rest) = s.strip_prefix("not possible here:") {
+            reason(rest, "why").map(StepStatus::NotPossible)
+        } else {
+            Err(format!(
+                "`{s}` (allowed: \"applied\", \"approximated: how\", \"not possible here: why\")"
+            ))
+        }
+    }
+}
+
+impl From<StepStatus> for String {
+    fn from(s: StepStatus) -> String {
+        s.text()
+    }
+}
+
+impl TryFrom<String> for StepStatus {
+    type Error = String;
+    fn try_from(s: String) -> Result<StepStatus, String> {
+        StepStatus::parse(&s)
+    }
 }
 
 type Tab<'i> = DeTable<'i>;
@@ -318,6 +395,40 @@ impl Ctx<'_> {
                 format!("`{s}` is not allowed (allowed: {})", quoted_list(allowed)),
             ))
         }
+    }
+
+    /// `[[study.step]]`: tables of `step` and `status`.
+    fn steps(&self, v: &Val) -> Result<Vec<Step>, StudyError> {
+        let DeValue::Array(items) = v.get_ref() else {
+            return Err(self.err(
+                v.span(),
+                "study.step",
+                "expected [[study.step]] entries (a list of tables with step and status)",
+            ));
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("study.step[{i}]");
+            let t = self.table(item, &path)?;
+            self.check_keys(t, &path, STEP_KEYS)?;
+            let field = |k: &str, what: &str| match t.get(k) {
+                Some(x) => self.string(x, &join(&path, k)).map(|s| (s, x.span())),
+                None => Err(self.err(
+                    item.span(),
+                    &join(&path, k),
+                    format!("missing: every step needs {what}"),
+                )),
+            };
+            let (step, span) = field("step", "the step as the reproduced study describes it")?;
+            if step.trim().is_empty() {
+                return Err(self.err(span, &join(&path, "step"), "must not be empty"));
+            }
+            let (status, span) = field("status", "a status")?;
+            let status = StepStatus::parse(&status)
+                .map_err(|m| self.err(span, &join(&path, "status"), m))?;
+            out.push(Step { step, status });
+        }
+        Ok(out)
     }
 
     /// `repetitions`: an integer ≥ 1, or `{ min, max, target_ci }`.
@@ -585,7 +696,8 @@ const HOST_KEYS: &[&str] = &[
     "benchlab",
     "deploy",
 ];
-const STUDY_KEYS: &[&str] = &["name", "description", "order"];
+const STUDY_KEYS: &[&str] = &["name", "description", "order", "step"];
+const STEP_KEYS: &[&str] = &["step", "status"];
 const DEFAULT_KEYS: &[&str] = &[
     "repetitions",
     "warmup_s",
@@ -659,6 +771,7 @@ impl Study {
         let name;
         let mut description = String::new();
         let mut order = Order::Sequential;
+        let mut steps = Vec::new();
         match doc.get("study") {
             Some(v) => {
                 let t = cx.table(v, "study")?;
@@ -688,6 +801,9 @@ impl Study {
                         "interleaved" => Order::Interleaved,
                         _ => Order::Sequential,
                     };
+                }
+                if let Some(v) = t.get("step") {
+                    steps = cx.steps(v)?;
                 }
             }
             None => {
@@ -1130,6 +1246,7 @@ impl Study {
             configurations,
             workloads,
             hosts,
+            steps,
         })
     }
 

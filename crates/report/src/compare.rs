@@ -201,6 +201,15 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .iter()
             .flat_map(|s| s.report.notes.iter().cloned())
             .collect(),
+        steps: {
+            let mut steps: Vec<benchlab_core::study::Step> = Vec::new();
+            for st in order.iter().flat_map(|s| &s.report.steps) {
+                if !steps.contains(st) {
+                    steps.push(st.clone());
+                }
+            }
+            steps
+        },
     }
 }
 

@@ -1039,6 +1039,7 @@ fn appendix_b(report: &RunReport, o: &mut String) {
         }
         o.push_str("</table>\n");
     }
+    steps_html(report, o);
     if !r.study_text.is_empty() {
         let _ = writeln!(
             o,
@@ -1046,6 +1047,23 @@ fn appendix_b(report: &RunReport, o: &mut String) {
             esc(&r.study_text)
         );
     }
+}
+
+/// The reproduced study's steps and their status here (`[[study.step]]`).
+fn steps_html(report: &RunReport, o: &mut String) {
+    if report.steps.is_empty() {
+        return;
+    }
+    o.push_str("<h3>Steps of the reproduced study, and what became of them here</h3>\n<table><tr><th class=\"l\">step</th><th class=\"l\">status here</th></tr>\n");
+    for s in &report.steps {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(&s.step),
+            esc(&s.status.text())
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 /// Seconds between two RFC 3339 times of the form the runner writes

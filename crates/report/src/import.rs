@@ -330,6 +330,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         events: Vec::new(),
         latency: Vec::new(),
         notes: Vec::new(),
+        steps: Vec::new(),
     })
 }
 

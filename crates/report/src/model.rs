@@ -296,6 +296,10 @@ pub struct RunReport {
     /// …), each with the points it concerns.
     #[serde(default)]
     pub notes: Vec<Note>,
+    /// The reproduced study's preparation steps and their status here
+    /// (`[[study.step]]`), for the methodology appendix.
+    #[serde(default)]
+    pub steps: Vec<benchlab_core::study::Step>,
 }
 
 /// A workload's remark on its results ([`benchlab_core::Workload::notes`]),
@@ -661,6 +665,7 @@ pub fn build(
         events: Vec::new(),
         latency: Vec::new(),
         notes: run_notes,
+        steps: study.steps.clone(),
     };
     // Summaries derived from several points (seed 001's Figure 1) become
     // ordinary tables, so every renderer shows them.

@@ -470,12 +470,33 @@ fn methodology_md(report: &RunReport, out: &mut String) {
         selection_text(report.selection)
     );
     let _ = writeln!(out, "- Advantage intervals: Fieller's 95% interval for the ratio of means (Welch degrees of freedom); verdicts need the whole interval beyond ±{NOISE_PCT}% and no contradiction from a two-sided Mann-Whitney U test at p ≤ 0.05; \"no difference\" needs the whole interval within ±{NOISE_PCT}%; an interval that straddles the band is inconclusive, with the repetitions per side that would likely decide (see docs/methods.md).");
+    steps_md(report, out);
     if !r.study_text.is_empty() {
         let _ = writeln!(
             out,
             "\nThe study file ({}):\n\n```toml\n{}\n```",
             r.study_file,
             r.study_text.trim_end()
+        );
+    }
+}
+
+/// The reproduced study's steps and their status here (`[[study.step]]`):
+/// deviations on the record.
+fn steps_md(report: &RunReport, out: &mut String) {
+    if report.steps.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### Steps of the reproduced study, and what became of them here\n\n| step | status here |\n|---|---|"
+    );
+    for s in &report.steps {
+        let _ = writeln!(
+            out,
+            "| {} | {} |",
+            s.step.replace('|', "\\|"),
+            s.status.text().replace('|', "\\|")
         );
     }
 }

@@ -221,6 +221,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         events: Vec::new(),
         latency: Vec::new(),
         notes: Vec::new(),
+        steps: Vec::new(),
     };
     report.tables = matrix::summary_tables(&report);
     report

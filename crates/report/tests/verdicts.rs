@@ -86,6 +86,7 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         events: Vec::new(),
         latency: Vec::new(),
         notes: Vec::new(),
+        steps: Vec::new(),
     }
 }
 
