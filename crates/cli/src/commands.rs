@@ -119,6 +119,19 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     w.rows
                 )?;
             }
+            if !s.steps.is_empty() {
+                use benchlab_core::study::StepStatus;
+                let count =
+                    |f: fn(&StepStatus) -> bool| s.steps.iter().filter(|x| f(&x.status)).count();
+                writeln!(
+                    std::io::stdout(),
+                    "  steps of the reproduced study on record: {} ({} applied, {} approximated, {} not possible here)",
+                    s.steps.len(),
+                    count(|x| matches!(x, StepStatus::Applied(_))),
+                    count(|x| matches!(x, StepStatus::Approximated(_))),
+                    count(|x| matches!(x, StepStatus::NotPossible(_))),
+                )?;
+            }
             Ok(0)
         }
         Command::Run {

@@ -259,15 +259,15 @@ pub struct Step {
     pub status: StepStatus,
 }
 
-/// The status of a [`Step`]: `applied`, `approximated: how` or
-/// `not possible here: why`.
+/// The status of a [`Step`]: `applied` (optionally `applied: note`),
+/// `approximated: how` or `not possible here: why`.
 ///
 /// Serialized as the study file writes it (`"approximated: how"`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum StepStatus {
-    /// Done as the study did it.
-    Applied,
+    /// Done as the study did it, with an optional note (where, by what).
+    Applied(Option<String>),
     /// Done differently; how.
     Approximated(String),
     /// Not done; why.
@@ -278,14 +278,15 @@ impl StepStatus {
     /// The status as a study file writes it.
     pub fn text(&self) -> String {
         match self {
-            StepStatus::Applied => "applied".into(),
+            StepStatus::Applied(None) => "applied".into(),
+            StepStatus::Applied(Some(note)) => format!("applied: {note}"),
             StepStatus::Approximated(how) => format!("approximated: {how}"),
             StepStatus::NotPossible(why) => format!("not possible here: {why}"),
         }
     }
 
-    /// Reads `applied`, `approximated: how` or `not possible here: why`
-    /// (the reason must not be empty).
+    /// Reads `applied`, `applied: note`, `approximated: how` or `not
+    /// possible here: why` (the reason must not be empty).
     pub fn parse(s: &str) -> Result<StepStatus, String> {
         let s = s.trim();
         let reason = |rest: &str, what: &str| {
@@ -297,14 +298,16 @@ impl StepStatus {
             }
         };
         if s == "applied" {
-            Ok(StepStatus::Applied)
+            Ok(StepStatus::Applied(None))
+        } else if let Some(rest) = s.strip_prefix("applied:") {
+            reason(rest, "a note, or write just \"applied\"").map(|n| StepStatus::Applied(Some(n)))
         } else if let Some(rest) = s.strip_prefix("approximated:") {
             reason(rest, "how").map(StepStatus::Approximated)
         } else if let Some(rest) = s.strip_prefix("not possible here:") {
             reason(rest, "why").map(StepStatus::NotPossible)
         } else {
             Err(format!(
-                "`{s}` (allowed: \"applied\", \"approximated: how\", \"not possible here: why\")"
+                "`{s}` (allowed: \"applied\" or \"applied: note\", \"approximated: how\", \"not possible here: why\")"
             ))
         }
     }

@@ -201,7 +201,7 @@ fn study_steps_are_read_and_checked() {
     assert_eq!(
         statuses,
         [
-            StepStatus::Applied,
+            StepStatus::Applied(None),
             StepStatus::Approximated("IRQs moved off the shielded CPU".into()),
             StepStatus::NotPossible("no BIOS access".into()),
         ]
