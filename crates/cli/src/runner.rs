@@ -204,7 +204,15 @@ fn execute(
         .copied()
         .collect();
 
-    let mut progress = Progress::new(todo.len(), plan.expected_s(&todo), done.len());
+    let mut progress = Progress::new(
+        todo.iter()
+            .map(|u| {
+                let p = &plan.points[u.point];
+                (p.workload, p.expected_s)
+            })
+            .collect(),
+        done.len(),
+    );
     let mut failed = 0;
     let mut stopped = false;
     let mut env = EnvControl::default();
@@ -226,7 +234,7 @@ fn execute(
                     &format!("{} · {} · {}: {why}", config.name, entry.name, point.label),
                 )?;
             }
-            progress.skip(n, point.expected_s);
+            progress.skip(n);
             continue;
         }
         let what = format!(
@@ -351,7 +359,7 @@ fn execute(
             }
             Err(UnitError::Interrupted) => break,
         };
-        progress.end(n, &what, &summary, point.expected_s);
+        progress.end(n, &what, &summary);
         if outcome.is_err() {
             // The agents' state is unknown after a failed or skipped point
             // (another target's server may still be waiting): stop them all,
