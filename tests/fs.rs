@@ -134,7 +134,7 @@ image_size = "320MiB"
         "Writer report",
         "Re-Fread report",
         "Average file system I/O performance",
-        "geometric mean over the patterns and cells",
+        "Geometric mean over the cells of each cell's mean over the patterns",
         "stdio never uses O_DIRECT",
     ] {
         assert!(show.contains(want), "`{want}` missing from:\n{show}");

@@ -37,7 +37,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.l,th.l{text-align:left}
-td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}
+td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}td.inconclusive{color:#666;font-style:italic}
 tr.diff td{background:#fff6d5}
 .legend{font-size:.85em;color:#444}.small{font-size:.8em;color:#555}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
@@ -113,6 +113,9 @@ pub fn render_html(report: &RunReport) -> String {
 
     o.push_str("<h2>Results</h2>\n");
     let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend(report)));
+    if let Some(note) = crate::import::published_note(report) {
+        let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&note));
+    }
     let mut workload = "";
     for (i, t) in report.tables.iter().enumerate() {
         if t.workload != workload {
@@ -130,6 +133,7 @@ pub fn render_html(report: &RunReport) -> String {
     latency_section(report, &mut o);
     points_section(report, &mut o);
     failures_section(report, &mut o);
+    notes_section(report, &mut o);
     appendix_a(report, &mut o);
     appendix_b(report, &mut o);
 
@@ -146,8 +150,10 @@ fn legend(report: &RunReport) -> String {
          Advantage over {}: (A−B)/B when higher is better, (B−A)/B when lower is better, with the 95% \
          confidence interval of the ratio of means (Fieller). Green: better, red: worse — only when the whole \
          interval lies beyond ±{DEFAULT_NOISE_PCT}% and a Mann-Whitney test that could decide agrees \
-         (p ≤ {SIGNIFICANCE}); ≈ no significant difference; † called from the interval alone, too few \
-         repetitions for any rank test; ? too few repetitions to tell.",
+         (p ≤ {SIGNIFICANCE}); ≈ no difference: the whole interval lies within ±{DEFAULT_NOISE_PCT}%; \
+         ~ inconclusive: the interval straddles the band (or is unbounded, or the rank test disagrees) — \
+         not evidence of no difference; n≈N: about N repetitions per side would likely decide; \
+         † called from the interval alone, too few repetitions for any rank test; ? too few repetitions to tell.",
         selection_text(report.selection),
         report
             .configurations
@@ -181,7 +187,8 @@ fn findings(report: &RunReport, o: &mut String) {
             let better = count(Verdict::Better);
             let worse = count(Verdict::Worse);
             let noise = count(Verdict::WithinNoise);
-            let unknown = advs.len() - better.len() - worse.len() - noise.len();
+            let undecided = count(Verdict::Inconclusive);
+            let unknown = advs.len() - better.len() - worse.len() - noise.len() - undecided.len();
             let range = |xs: &[&&Advantage]| {
                 let lo = xs.iter().map(|a| a.pct).fold(f64::INFINITY, f64::min);
                 let hi = xs.iter().map(|a| a.pct).fold(f64::NEG_INFINITY, f64::max);
@@ -199,7 +206,13 @@ fn findings(report: &RunReport, o: &mut String) {
                 parts.push(format!("worse in {} ({})", worse.len(), range(&worse)));
             }
             if !noise.is_empty() {
-                parts.push(format!("no significant difference in {}", noise.len()));
+                parts.push(format!(
+                    "no difference beyond ±{DEFAULT_NOISE_PCT}% in {}",
+                    noise.len()
+                ));
+            }
+            if !undecided.is_empty() {
+                parts.push(inconclusive_finding(&undecided));
             }
             if unknown > 0 {
                 parts.push(format!("too few repetitions to tell in {unknown}"));
@@ -207,9 +220,9 @@ fn findings(report: &RunReport, o: &mut String) {
             let small_n = advs
                 .iter()
                 .filter(|a| {
-                    a.comparison
-                        .as_ref()
-                        .is_some_and(|c| c.small_n() && c.verdict != Verdict::WithinNoise)
+                    a.comparison.as_ref().is_some_and(|c| {
+                        c.small_n() && matches!(c.verdict, Verdict::Better | Verdict::Worse)
+                    })
                 })
                 .count();
             let _ = writeln!(
@@ -240,6 +253,42 @@ fn findings(report: &RunReport, o: &mut String) {
     o.push_str("</ul>\n");
 }
 
+/// "inconclusive in 2 (+3.10% to +89.53%; about 9 repetitions per side
+/// would likely decide)": what was measured and what it would take,
+/// never "no difference".
+fn inconclusive_finding(undecided: &[&&Advantage]) -> String {
+    let lo = undecided
+        .iter()
+        .map(|a| a.pct)
+        .fold(f64::INFINITY, f64::min);
+    let hi = undecided
+        .iter()
+        .map(|a| a.pct)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let range = if (hi - lo).abs() < 0.005 {
+        format!("{lo:+.2}%")
+    } else {
+        format!("{lo:+.2}% to {hi:+.2}%")
+    };
+    let needed: Vec<usize> = undecided
+        .iter()
+        .filter_map(|a| a.comparison.as_ref()?.repetitions_to_decide)
+        .collect();
+    let need = match (needed.iter().min(), needed.iter().max()) {
+        (Some(a), Some(b)) if a == b => {
+            format!("; about {a} repetitions per side would likely decide")
+        }
+        (Some(a), Some(b)) => {
+            format!("; about {a} to {b} repetitions per side would likely decide")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "inconclusive in {} ({range}: the interval was too wide to decide{need})",
+        undecided.len()
+    )
+}
+
 fn verdict_class(a: &Option<Advantage>) -> &'static str {
     match a
         .as_ref()
@@ -249,6 +298,7 @@ fn verdict_class(a: &Option<Advantage>) -> &'static str {
         Some(Verdict::Better) => "better",
         Some(Verdict::Worse) => "worse",
         Some(Verdict::WithinNoise) => "noise",
+        Some(Verdict::Inconclusive) => "inconclusive",
         _ => "",
     }
 }
@@ -903,6 +953,24 @@ fn markdown_tables_to_html(md: &str, o: &mut String) {
     }
 }
 
+/// The workloads' notes on their measurements (a clipped buffer …).
+fn notes_section(report: &RunReport, o: &mut String) {
+    if report.notes.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Notes on the measurements</h2>\n<ul>\n");
+    for n in &report.notes {
+        let _ = writeln!(
+            o,
+            "<li><b>{}</b>: {} <span class=\"small\">({})</span></li>",
+            esc(&n.workload),
+            esc(&n.text),
+            esc(&n.points.join("; "))
+        );
+    }
+    o.push_str("</ul>\n");
+}
+
 /// Appendix B: how the figures were produced.
 fn appendix_b(report: &RunReport, o: &mut String) {
     let r = &report.run;
@@ -954,7 +1022,7 @@ fn appendix_b(report: &RunReport, o: &mut String) {
     row(
         "Verdict",
         &format!(
-            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; when no rank test can reach that p with so few repetitions the verdict is marked †"
+            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; when no rank test can reach that p with so few repetitions the verdict is marked †; no difference only when the whole interval lies within ±{DEFAULT_NOISE_PCT}%; inconclusive when it straddles the band, with an estimate of the repetitions per side that would likely decide (the interval recomputed at larger n with the observed means and spreads)"
         ),
     );
     o.push_str("</table>\n");
@@ -971,6 +1039,7 @@ fn appendix_b(report: &RunReport, o: &mut String) {
         }
         o.push_str("</table>\n");
     }
+    steps_html(report, o);
     if !r.study_text.is_empty() {
         let _ = writeln!(
             o,
@@ -978,6 +1047,23 @@ fn appendix_b(report: &RunReport, o: &mut String) {
             esc(&r.study_text)
         );
     }
+}
+
+/// The reproduced study's steps and their status here (`[[study.step]]`).
+fn steps_html(report: &RunReport, o: &mut String) {
+    if report.steps.is_empty() {
+        return;
+    }
+    o.push_str("<h3>Steps of the reproduced study, and what became of them here</h3>\n<table><tr><th class=\"l\">step</th><th class=\"l\">status here</th></tr>\n");
+    for s in &report.steps {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(&s.step),
+            esc(&s.status.text())
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 /// Seconds between two RFC 3339 times of the form the runner writes

@@ -99,13 +99,39 @@ pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
         Some(a) => {
             let mark = match a.comparison.as_ref() {
                 Some(c) if c.verdict == Verdict::WithinNoise => " ≈",
+                Some(c) if c.verdict == Verdict::Inconclusive => " ~",
                 Some(c) if c.small_n() => " †",
                 Some(_) => "",
                 None => " ?",
             };
-            format!("{}%{mark}", group_thousands(a.pct, decimals))
+            let mut s = format!("{}%{mark}", group_thousands(a.pct, decimals));
+            if let Some(n) = decide_text(a) {
+                let _ = write!(s, " {n}");
+            }
+            s
         }
     }
+}
+
+/// For an inconclusive advantage, how many repetitions per side would
+/// likely decide it: `n≈12`, or `n>1000` beyond the estimate's range
+/// (`n?` when the rank test vetoed the interval, which no count models).
+pub(crate) fn decide_text(a: &Advantage) -> Option<String> {
+    let c = a.comparison.as_ref()?;
+    if c.verdict != Verdict::Inconclusive {
+        return None;
+    }
+    Some(match c.repetitions_to_decide {
+        Some(n) => format!("n≈{n}"),
+        None if c
+            .ci_pct
+            .as_ref()
+            .is_some_and(|ci| ci.lo > NOISE_PCT || ci.hi < -NOISE_PCT) =>
+        {
+            "n?".into()
+        }
+        None => format!("n>{}", benchlab_stats::MAX_REPETITIONS_ESTIMATE),
+    })
 }
 
 pub(crate) fn title_of(t: &Table) -> String {
@@ -196,7 +222,7 @@ fn confidence_note(t: &Table) -> Option<String> {
 
 fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no significant difference (the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it, or a Mann-Whitney test that could decide finds p > 0.05); † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
     )
@@ -287,9 +313,44 @@ fn terminal(report: &RunReport) -> String {
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
+        published_line(report, &mut out);
     }
     failures(report, &mut out);
+    notes_text(report, &mut out, false);
     out
+}
+
+/// The workloads' notes: each remark once, with the points it concerns.
+fn notes_text(report: &RunReport, out: &mut String, md: bool) {
+    if report.notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if md {
+            "\n### Notes on the measurements\n"
+        } else {
+            "\nNotes on the measurements:"
+        }
+    );
+    for n in &report.notes {
+        let _ = writeln!(
+            out,
+            "{}{}: {} ({})",
+            if md { "- " } else { "  " },
+            n.workload,
+            n.text,
+            n.points.join("; ")
+        );
+    }
+}
+
+/// The legend's line on published columns, when there are any.
+fn published_line(report: &RunReport, out: &mut String) {
+    if let Some(note) = crate::import::published_note(report) {
+        let _ = writeln!(out, "{note}");
+    }
 }
 
 fn failures(report: &RunReport, out: &mut String) {
@@ -354,8 +415,10 @@ fn markdown(report: &RunReport) -> String {
     }
     out.push_str(&crate::matrix::render(report, true));
     out.push_str(&legend(report));
+    published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
+    notes_text(report, &mut out, true);
     appendix(report, &mut out);
     settings_md(report, &mut out);
     methodology_md(report, &mut out);
@@ -406,13 +469,34 @@ fn methodology_md(report: &RunReport, out: &mut String) {
         "- Quoted figure: {}.",
         selection_text(report.selection)
     );
-    let _ = writeln!(out, "- Advantage intervals: Fieller's 95% interval for the ratio of means (Welch degrees of freedom); verdicts need the whole interval beyond ±{NOISE_PCT}% and no contradiction from a two-sided Mann-Whitney U test at p ≤ 0.05 (see docs/methods.md).");
+    let _ = writeln!(out, "- Advantage intervals: Fieller's 95% interval for the ratio of means (Welch degrees of freedom); verdicts need the whole interval beyond ±{NOISE_PCT}% and no contradiction from a two-sided Mann-Whitney U test at p ≤ 0.05; \"no difference\" needs the whole interval within ±{NOISE_PCT}%; an interval that straddles the band is inconclusive, with the repetitions per side that would likely decide (see docs/methods.md).");
+    steps_md(report, out);
     if !r.study_text.is_empty() {
         let _ = writeln!(
             out,
             "\nThe study file ({}):\n\n```toml\n{}\n```",
             r.study_file,
             r.study_text.trim_end()
+        );
+    }
+}
+
+/// The reproduced study's steps and their status here (`[[study.step]]`):
+/// deviations on the record.
+fn steps_md(report: &RunReport, out: &mut String) {
+    if report.steps.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### Steps of the reproduced study, and what became of them here\n\n| step | status here |\n|---|---|"
+    );
+    for s in &report.steps {
+        let _ = writeln!(
+            out,
+            "| {} | {} |",
+            s.step.replace('|', "\\|"),
+            s.status.text().replace('|', "\\|")
         );
     }
 }

@@ -158,9 +158,13 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-const GEOMEAN: MetricSpec = MetricSpec {
-    name: "geomean_kib_s",
-    label: "Geometric mean over the patterns (KiB/s)",
+/// A cell's table figure: the plain mean over the patterns, the figure of
+/// seed 001's Appendix D, from which its headline (the geometric mean over
+/// the cells, built by the report) comes. The per-cell geometric mean over
+/// the patterns stays recorded as `geomean_kib_s`.
+const MEAN: MetricSpec = MetricSpec {
+    name: "mean_kib_s",
+    label: "Mean over the patterns (KiB/s)",
     better: Better::Higher,
     decimals: 0,
     combine: Combine::Sum,
@@ -371,14 +375,18 @@ impl Workload for FsMatrix {
     }
 
     fn table_metrics(&self, _params: &Params) -> Vec<MetricSpec> {
-        vec![GEOMEAN]
+        vec![MEAN]
     }
 
     fn metrics(&self, _params: &Params) -> Vec<MetricSpec> {
         // Several targets at once (seed 001 ran one): their rates add up.
         let mut m = vec![
-            GEOMEAN,
-            MetricSpec::higher("mean_kib_s", "Mean over the patterns (KiB/s)", 0),
+            MEAN,
+            MetricSpec::higher(
+                "geomean_kib_s",
+                "Geometric mean over the patterns (KiB/s)",
+                0,
+            ),
         ];
         m.extend(
             Pattern::ALL
