@@ -37,6 +37,10 @@ impl Scratch {
     pub fn benchlab(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_benchlab"));
         c.arg("--db").arg(self.db());
+        // Each test keeps its restore journal to itself: a journal another
+        // test (or another benchlab on this machine) has open would
+        // otherwise stop this run's preflight.
+        c.env("BENCHLAB_STATE_DIR", self.path("state"));
         c
     }
 

@@ -3,11 +3,11 @@
 use std::net::SocketAddr;
 
 use benchlab_core::placement::Placement;
-use benchlab_core::{Params, SideResult};
+use benchlab_core::{ClientShare, Params, ServiceInfo, SideResult};
 use serde::{Deserialize, Serialize};
 
 /// Version of the control protocol. Bump on any incompatible change.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +50,21 @@ pub enum Request {
         server: Option<SocketAddr>,
         /// Repetition number, 0-based.
         repetition: u32,
+        /// This side's share of the point's clients.
+        #[serde(default)]
+        share: ClientShare,
+        /// Behind a barrier: the side answers `arrived` once its clients
+        /// are connected, and starts measuring on `go`.
+        #[serde(default)]
+        gated: bool,
+        /// The service a service workload drives.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        service: Option<ServiceInfo>,
+    },
+    /// Releases a gated client side (`abort`: abandon the point instead).
+    Go {
+        /// Abandon instead of starting.
+        abort: bool,
     },
     /// Which kernel this is and whether unrestored journals exist.
     EnvProbe,
@@ -109,6 +124,8 @@ pub enum Response {
         /// Its data port.
         port: u16,
     },
+    /// A gated client side has connected its clients and waits for `go`.
+    Arrived,
     /// A side finished.
     Done {
         /// Its result.

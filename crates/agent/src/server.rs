@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use benchlab_core::placement::Placement;
-use benchlab_core::{ClientCtx, Registry, ServerCtx, SideResult, WorkloadError};
+use benchlab_core::{ClientCtx, Gate, Registry, ServerCtx, SideResult, WorkloadError};
 
 use crate::frame::{read_frame, write_frame};
 use crate::protocol::{Request, Response, State, PROTOCOL_VERSION};
@@ -22,6 +22,33 @@ const ABORT_GRACE: Duration = Duration::from_secs(3);
 enum ServerEvent {
     Ready(u16),
     Done(Result<SideResult, WorkloadError>),
+}
+
+/// What a gated client side tells the agent's main thread.
+enum ClientEvent {
+    /// Every client of this side is connected; the side waits at the gate.
+    Arrived,
+    /// The side finished (or failed before arriving).
+    Done(Result<SideResult, WorkloadError>),
+}
+
+/// The gate of a client side behind the controller's barrier: `arrive`
+/// tells the main thread, which answers `arrived` and reads `go`.
+struct ChannelGate {
+    events: mpsc::Sender<ClientEvent>,
+    release: std::sync::Mutex<mpsc::Receiver<bool>>,
+}
+
+impl Gate for ChannelGate {
+    fn arrive(&self) -> Result<(), WorkloadError> {
+        let _ = self.events.send(ClientEvent::Arrived);
+        let release = self.release.lock().map_err(|_| WorkloadError::Aborted)?;
+        match release.recv() {
+            Ok(true) => Ok(()),
+            // Abandoned by the controller, or the agent is going away.
+            Ok(false) | Err(_) => Err(WorkloadError::Aborted),
+        }
+    }
 }
 
 struct RunningServer {
@@ -293,6 +320,9 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     placement,
                     server: addr,
                     repetition,
+                    share,
+                    gated,
+                    service,
                 },
             ) => match registry.get(&kind) {
                 None => Response::Error {
@@ -300,20 +330,64 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     skipped: true,
                 },
                 Some(wl) => {
-                    let ctx = ClientCtx {
-                        server: addr,
-                        repetition,
-                        abort: Arc::new(AtomicBool::new(false)),
-                    };
+                    let mut ctx =
+                        ClientCtx::single(addr, repetition, Arc::new(AtomicBool::new(false)));
+                    ctx.share = share;
+                    ctx.service = service;
+                    let (events_tx, events) = mpsc::channel();
+                    let (release_tx, release) = mpsc::channel();
+                    if gated {
+                        ctx.gate = Arc::new(ChannelGate {
+                            events: events_tx.clone(),
+                            release: std::sync::Mutex::new(release),
+                        });
+                    }
+                    let panicked = format!("{kind} client panicked");
                     // A fresh thread, so that the placement applies to this
                     // side alone and the agent's own thread stays as it was.
-                    let result = std::thread::spawn(move || {
-                        placed(&placement).and_then(|()| wl.run_client(&params, &ctx))
-                    })
-                    .join()
-                    .unwrap_or_else(|_| {
-                        Err(WorkloadError::Other(format!("{kind} client panicked")))
+                    let thread = std::thread::spawn(move || {
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            placed(&placement).and_then(|()| wl.run_client(&params, &ctx))
+                        }))
+                        .unwrap_or(Err(WorkloadError::Other(panicked)));
+                        let _ = events_tx.send(ClientEvent::Done(result));
                     });
+                    let result = match events.recv() {
+                        Ok(ClientEvent::Arrived) => {
+                            write_frame(&mut w, &Response::Arrived)?;
+                            // The barrier: the next request is `go`.
+                            match read_frame::<_, Request>(&mut r)? {
+                                Some(Request::Go { abort }) => {
+                                    let _ = release_tx.send(!abort);
+                                }
+                                other => {
+                                    let _ = release_tx.send(false);
+                                    let _ = thread.join();
+                                    if matches!(other, Some(Request::Shutdown) | None) {
+                                        if matches!(other, Some(Request::Shutdown)) {
+                                            write_frame(&mut w, &Response::Bye)?;
+                                        }
+                                        revert_env_session();
+                                        return Ok(());
+                                    }
+                                    write_frame(
+                                        &mut w,
+                                        &refuse(State::Idle, "anything but go at the barrier"),
+                                    )?;
+                                    continue;
+                                }
+                            }
+                            match events.recv() {
+                                Ok(ClientEvent::Done(r)) => r,
+                                _ => Err(WorkloadError::Other(
+                                    "client side arrived twice at the gate".into(),
+                                )),
+                            }
+                        }
+                        Ok(ClientEvent::Done(r)) => r,
+                        Err(_) => Err(WorkloadError::Other("client side vanished".into())),
+                    };
+                    let _ = thread.join();
                     match result {
                         Ok(r) => Response::Done {
                             result: Box::new(r),
@@ -322,6 +396,7 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     }
                 }
             },
+            (state, Request::Go { .. }) => refuse(state, "go"),
             (state, Request::Serve { .. }) => refuse(state, "serve"),
             (state, Request::Collect { .. }) => refuse(state, "collect"),
             (state, Request::RunClient { .. }) => refuse(state, "run_client"),

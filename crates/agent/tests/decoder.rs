@@ -286,9 +286,13 @@ fn request() -> impl Strategy<Value = Request> {
                     params,
                     placement,
                     server,
-                    repetition
+                    repetition,
+                    share: Default::default(),
+                    gated: false,
+                    service: None,
                 }
             ),
+        any::<bool>().prop_map(|abort| Request::Go { abort }),
         Just(Request::Shutdown),
     ]
 }

@@ -122,6 +122,9 @@ fn garbage_after_hello_is_an_error_not_a_panic() {
             placement: Default::default(),
             server: None,
             repetition: 0,
+            share: Default::default(),
+            gated: false,
+            service: None,
         },
         Request::Shutdown,
     ]);

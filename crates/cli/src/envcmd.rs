@@ -88,7 +88,7 @@ pub(crate) fn restore(study: Option<&Path>) -> Result<i32> {
     let mut code = 0;
     let mut used: Vec<&str> = Vec::new();
     for w in &s.workloads {
-        for h in w.servers.iter().chain(std::iter::once(&w.client)) {
+        for h in w.servers.iter().chain(&w.client_hosts) {
             if !used.contains(&h.as_str()) {
                 used.push(h);
             }

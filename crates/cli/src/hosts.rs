@@ -386,14 +386,18 @@ impl Pool {
         for w in &study.workloads {
             for s in &w.servers {
                 roles.entry(s.clone()).or_default().push("server");
-                let pair = (w.client.clone(), s.clone());
-                if !pairs.contains(&pair) {
-                    pairs.push(pair);
+                for c in &w.client_hosts {
+                    let pair = (c.clone(), s.clone());
+                    if !pairs.contains(&pair) {
+                        pairs.push(pair);
+                    }
                 }
             }
-            roles.entry(w.client.clone()).or_default().push("client");
-            let n = slots.entry(w.client.clone()).or_default();
-            *n = (*n).max(w.servers.len());
+            for c in &w.client_hosts {
+                roles.entry(c.clone()).or_default().push("client");
+                let n = slots.entry(c.clone()).or_default();
+                *n = (*n).max(w.servers.len());
+            }
         }
         let mut pool = Pool {
             hosts: study
@@ -571,6 +575,9 @@ impl Pool {
                 placement: Placement::default(),
                 server: Some(SocketAddr::new(addr, port)),
                 repetition: 0,
+                share: Default::default(),
+                gated: false,
+                service: None,
             },
             PROBE_TIMEOUT,
             interrupt,

@@ -1,6 +1,7 @@
 //! benchlab's command line. `main` parses the command, runs it, prints the
 //! whole error chain once and returns the exit code.
 
+mod combine;
 mod commands;
 mod envcmd;
 mod envrun;
@@ -25,7 +26,8 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_net::RR)
         .add(&benchlab_wl_net::PINGPONG)
         .add(&benchlab_wl_fs::MATRIX)
-        .add(&benchlab_core::fake::FAKE);
+        .add(&benchlab_core::fake::FAKE)
+        .add(&benchlab_core::fake::FAKE_CLIENTS);
     r
 }
 

@@ -11,17 +11,24 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use benchlab_agent::{AgentError, AgentHandle, Request, Response};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
+use benchlab_core::study::WorkloadEntry;
 use benchlab_core::study::{OnError, Study};
 use benchlab_core::units::now_rfc3339;
-use benchlab_core::{Better, Registry, Sample, SideResult, Workload};
+use benchlab_core::{
+    ClientShare, Params, Registry, Sample, ServerSide, SideResult, Workload, CLIENTS,
+};
 use benchlab_store::{ConfigRow, HostRow, NewRun, PointRow, RunStatus, SampleStatus, Store};
 
+use crate::combine;
 use crate::envrun::EnvControl;
 use crate::hosts::{Pool, Role};
 use crate::progress::Progress;
 
 /// Slack added to a client's expected duration before it is declared hung.
 const CLIENT_SLACK: Duration = Duration::from_secs(60);
+/// The reason of a client side released from the barrier because another
+/// failed to arrive.
+const ABANDONED: &str = "abandoned at the barrier: another client side failed to connect";
 /// How long a server may take to finish after its client did.
 const SERVER_FINISH: Duration = Duration::from_secs(15);
 
@@ -512,9 +519,51 @@ fn agent_error(who: &str, message: String, skipped: bool) -> UnitError {
     }
 }
 
-/// Runs one repetition: the server side on every target host, one client
-/// side per target at the same time, both sides' results, combined per
-/// target and aggregated over targets.
+/// One client side of a repetition: an agent on a client host, driving
+/// its share of one target's clients.
+struct ClientJob {
+    /// Index into the targets.
+    target: usize,
+    /// The client host.
+    host: String,
+    /// Agent slot on that host (one per target).
+    slot: usize,
+    /// Its share of the point's clients.
+    share: ClientShare,
+}
+
+/// The client sides of a repetition: for a clients-axis workload, the
+/// point's `clients` spread evenly over the client hosts, for each target;
+/// otherwise one client per target on the client host.
+fn client_jobs(wl: &dyn Workload, entry: &WorkloadEntry, params: &Params) -> Vec<ClientJob> {
+    let mut jobs = Vec::new();
+    for target in 0..entry.servers.len() {
+        if wl.clients_axis() {
+            let total = params.u64(CLIENTS).unwrap_or(1) as u32;
+            let shares = ClientShare::spread(total, entry.client_hosts.len());
+            for (host, share) in entry.client_hosts.iter().zip(shares) {
+                jobs.push(ClientJob {
+                    target,
+                    host: host.clone(),
+                    slot: target,
+                    share,
+                });
+            }
+        } else {
+            jobs.push(ClientJob {
+                target,
+                host: entry.client.clone(),
+                slot: target,
+                share: ClientShare::default(),
+            });
+        }
+    }
+    jobs
+}
+
+/// Runs one repetition: the server side on every target host, the client
+/// sides (behind one barrier for a clients-axis workload), both sides'
+/// results combined per target and aggregated over targets.
 fn run_unit(
     reg: &Registry,
     study: &Study,
@@ -537,11 +586,12 @@ fn run_unit(
             format!("{side} side")
         }
     };
+    let own_server = wl.server_side() == ServerSide::Own;
 
     // Server sides.
     let mut addrs: Vec<Option<SocketAddr>> = Vec::new();
     for host in targets {
-        if !wl.has_server() {
+        if !own_server {
             addrs.push(None);
             continue;
         }
@@ -570,54 +620,85 @@ fn run_unit(
         }
     }
 
-    // Client sides, one per target, all at once.
+    // Client sides, all at once.
+    let jobs = client_jobs(wl, entry, &point.params);
+    let gated = wl.clients_axis();
     let expected = wl.expected_duration(&point.params);
-    let mut clients: Vec<AgentHandle> = Vec::new();
-    for slot in 0..targets.len() {
-        clients.push(pool.take(&entry.client, Role::Client, slot)?);
-    }
-    let results: Vec<Result<Response, AgentError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = clients
-            .iter_mut()
-            .zip(&addrs)
-            .map(|(agent, addr)| {
-                let req = Request::RunClient {
-                    kind: entry.kind.clone(),
-                    params: point.params.clone(),
-                    placement: sides[1].clone(),
-                    server: *addr,
-                    repetition,
-                };
-                s.spawn(move || agent.request(&req, expected + CLIENT_SLACK, interrupt))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("client thread"))
-            .collect()
-    });
-    for (slot, agent) in clients.into_iter().enumerate() {
-        pool.put(&entry.client, Role::Client, slot, agent);
-    }
-    let mut client_results: Vec<std::result::Result<SideResult, UnitError>> = Vec::new();
-    for (r, host) in results.into_iter().zip(targets) {
-        client_results.push(match r? {
-            Response::Done { result } => Ok(*result),
-            Response::Error { message, skipped } => {
-                Err(agent_error(&who("client", host), message, skipped))
+    let mut agents: Vec<AgentHandle> = Vec::new();
+    for job in &jobs {
+        match pool.take(&job.host, Role::Client, job.slot) {
+            Ok(a) => agents.push(a),
+            Err(e) => {
+                for (job, agent) in jobs.iter().zip(agents) {
+                    pool.put(&job.host, Role::Client, job.slot, agent);
+                }
+                return Err(e.into());
             }
-            other => Err(UnitError::Failed(format!(
-                "{}: unexpected answer {other:?}",
-                who("client", host)
+        }
+    }
+    let requests: Vec<Request> = jobs
+        .iter()
+        .map(|job| Request::RunClient {
+            kind: entry.kind.clone(),
+            params: point.params.clone(),
+            placement: sides[1].clone(),
+            server: addrs[job.target],
+            repetition,
+            share: job.share,
+            gated,
+            service: None,
+        })
+        .collect();
+    let results = if gated {
+        barrier_run(&mut agents, &requests, expected, interrupt)
+    } else {
+        fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
+    };
+    for (job, agent) in jobs.iter().zip(agents) {
+        pool.put(&job.host, Role::Client, job.slot, agent);
+    }
+    // Per target: its client hosts' results, to be merged as the workload
+    // declares (the first failure of a target stands for it).
+    let mut client_results: Vec<std::result::Result<Vec<SideResult>, UnitError>> =
+        targets.iter().map(|_| Ok(Vec::new())).collect();
+    for (job, r) in jobs.iter().zip(results) {
+        let host_who = if jobs.len() > targets.len() {
+            format!("client side on {}", job.host)
+        } else {
+            who("client", &targets[job.target])
+        };
+        let part = match r {
+            Err(e) => Err(UnitError::from(e)),
+            Ok(Response::Done { result }) => Ok(*result),
+            Ok(Response::Error { message, skipped }) => {
+                Err(agent_error(&host_who, message, skipped))
+            }
+            Ok(other) => Err(UnitError::Failed(format!(
+                "{host_who}: unexpected answer {other:?}"
             ))),
-        });
+        };
+        let slot = &mut client_results[job.target];
+        match (slot.as_mut(), part) {
+            (Ok(parts), Ok(p)) => parts.push(p),
+            (Ok(_), Err(e)) => *slot = Err(e),
+            // A side abandoned at the barrier gives way to the failure
+            // that made the others abandon.
+            (Err(UnitError::Failed(m)), Err(e)) if m.contains(ABANDONED) => *slot = Err(e),
+            (Err(_), _) => {}
+        }
+    }
+    if client_results
+        .iter()
+        .any(|r| matches!(r, Err(UnitError::Interrupted)))
+    {
+        return Err(UnitError::Interrupted);
     }
 
     // Collect every server, even after a client failure, so none is left
     // waiting (with a short limit then: it has nothing more to wait for).
     let mut server_results: Vec<Option<SideResult>> = Vec::new();
     for (host, client) in targets.iter().zip(&client_results) {
-        if !wl.has_server() {
+        if !own_server {
             server_results.push(None);
             continue;
         }
@@ -644,8 +725,9 @@ fn run_unit(
     }
 
     let mut per_target = Vec::new();
-    for ((client, server), host) in client_results.into_iter().zip(server_results).zip(targets) {
-        let client = client?;
+    for ((parts, server), host) in client_results.into_iter().zip(server_results).zip(targets) {
+        let client = combine::merge_clients(wl, parts?)
+            .map_err(|e| UnitError::Failed(format!("merging the client hosts' results: {e}")))?;
         let rss = [
             ("client_peak_rss_kib", Some(client.peak_rss_kib)),
             (
@@ -675,62 +757,81 @@ fn run_unit(
     if !many {
         return Ok(per_target.pop().expect("one target").1);
     }
-    Ok(aggregate(wl, &point.params, per_target))
+    Ok(combine::aggregate(wl, &point.params, per_target))
 }
 
-/// Whether a metric adds up over targets (throughputs and counts) rather
-/// than averages (latencies, CPU percentages, sizes).
-fn sums(name: &str, table: &[benchlab_core::MetricSpec]) -> bool {
-    if let Some(spec) = table.iter().find(|m| m.name == name) {
-        return spec.better == Better::Higher;
-    }
-    name.ends_with("_mbps")
-        || name.ends_with("_per_s")
-        || [
-            "bytes",
-            "measured_bytes",
-            "datagrams",
-            "transactions",
-            "iterations",
-            "loss_datagrams",
-            "failed_sends",
-            "lost",
-        ]
+/// Sends each agent its request at once and waits for every answer.
+fn fan_out(
+    agents: &mut [AgentHandle],
+    requests: &[Request],
+    limit: Duration,
+    interrupt: &AtomicBool,
+) -> Vec<Result<Response, AgentError>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = agents
+            .iter_mut()
+            .zip(requests)
+            .map(|(agent, req)| s.spawn(move || agent.request(req, limit, interrupt)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread"))
+            .collect()
+    })
+}
+
+/// The clients-axis barrier: every client side connects its clients and
+/// answers `arrived`; only when all have is each sent `go`, at once (the
+/// common start instant). If any side fails to arrive, those waiting are
+/// released with `abort`, so that none is left at the gate, and the first
+/// real failure is what the point reports.
+fn barrier_run(
+    agents: &mut [AgentHandle],
+    requests: &[Request],
+    expected: Duration,
+    interrupt: &AtomicBool,
+) -> Vec<Result<Response, AgentError>> {
+    let arrivals = fan_out(agents, requests, CLIENT_SLACK, interrupt);
+    let all_arrived = arrivals.iter().all(|r| matches!(r, Ok(Response::Arrived)));
+    let waiting: Vec<bool> = arrivals
         .iter()
-        .any(|p| name.starts_with(p))
-}
-
-/// The aggregate of several targets' samples (seed 003's two-guest
-/// figures): throughputs and counts summed, everything else averaged;
-/// each target's own figures kept as `metric@host`.
-fn aggregate(
-    wl: &dyn Workload,
-    params: &benchlab_core::Params,
-    per_target: Vec<(String, Sample)>,
-) -> Sample {
-    let table = wl.table_metrics(params);
-    let mut out = Sample::default();
-    let mut names: Vec<String> = per_target[0].1.metrics.keys().cloned().collect();
-    names.retain(|n| per_target.iter().all(|(_, s)| s.metrics.contains_key(n)));
-    for n in names {
-        let values: Vec<f64> = per_target.iter().map(|(_, s)| s.metrics[&n]).collect();
-        let total: f64 = values.iter().sum();
-        let v = if sums(&n, &table) {
-            total
+        .map(|r| matches!(r, Ok(Response::Arrived)))
+        .collect();
+    let gos: Vec<Request> = arrivals
+        .iter()
+        .map(|_| Request::Go {
+            abort: !all_arrived,
+        })
+        .collect();
+    let released: Vec<(usize, Result<Response, AgentError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = agents
+            .iter_mut()
+            .zip(&gos)
+            .enumerate()
+            .filter(|(i, _)| waiting[*i])
+            .map(|(i, (agent, go))| {
+                s.spawn(move || (i, agent.request(go, expected + CLIENT_SLACK, interrupt)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread"))
+            .collect()
+    });
+    let mut finals: Vec<Result<Response, AgentError>> = arrivals;
+    for (i, r) in released {
+        finals[i] = if all_arrived {
+            r
         } else {
-            total / values.len() as f64
+            // Abandoned at the gate: a consequence of another side's
+            // failure, not a failure of its own.
+            Ok(Response::Error {
+                message: ABANDONED.into(),
+                skipped: false,
+            })
         };
-        out.metrics.insert(n, v);
     }
-    let mut targets = BTreeMap::new();
-    for (host, s) in per_target {
-        for (k, v) in &s.metrics {
-            out.metrics.insert(format!("{k}@{host}"), *v);
-        }
-        targets.insert(host, s);
-    }
-    out.targets = targets;
-    out
+    finals
 }
 
 /// Builds the report of a stored run.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::param::{ParamDefault, ParamKind, ParamSpec, Params};
 use crate::result::{Sample, SideResult};
+use crate::shape::Combine;
 use crate::workload::{Better, ClientCtx, MetricSpec, ServerCtx, Workload, WorkloadError};
 
 /// The fake workload.
@@ -67,12 +68,14 @@ const METRICS: &[MetricSpec] = &[
         label: "Fake score (points)",
         better: Better::Higher,
         decimals: 2,
+        combine: Combine::Sum,
     },
     MetricSpec {
         name: "latency_us",
         label: "Fake latency (µs)",
         better: Better::Lower,
         decimals: 2,
+        combine: Combine::Mean,
     },
 ];
 
@@ -178,6 +181,194 @@ impl Workload for Fake {
             "latency_us".into(),
             params.f64("latency_us")? + step * rep as f64,
         );
+        Ok(sample)
+    }
+}
+
+/// `fake.clients`: a clients-axis workload without a server that emits
+/// exact, checkable numbers, to test the engine's clients axis (every
+/// client index runs exactly once over all client hosts, nobody starts
+/// before everybody has arrived, sums add up).
+pub struct FakeClients;
+
+/// The registered instance.
+pub static FAKE_CLIENTS: FakeClients = FakeClients;
+
+const CLIENTS_PARAMS: &[ParamSpec] = &[
+    crate::shape::CLIENTS_PARAM,
+    ParamSpec {
+        name: "units",
+        kind: ParamKind::Count,
+        default: ParamDefault::Int(10),
+        help: "work units each client reports",
+    },
+    ParamSpec {
+        name: "sleep_s",
+        kind: ParamKind::Seconds,
+        default: ParamDefault::Float(0.0),
+        help: "time each client side spends after the gate",
+    },
+    ParamSpec {
+        name: "fail_client",
+        kind: ParamKind::Count,
+        default: ParamDefault::Int(0),
+        help: "1-based index of a client whose side fails before arriving (0: none)",
+    },
+];
+
+const CLIENTS_METRICS: &[MetricSpec] = &[
+    MetricSpec::higher("units", "Fake work units (sum over clients)", 0),
+    MetricSpec::higher("clients_run", "Clients that ran", 0),
+];
+
+/// Microseconds since the Unix epoch (every host of a test shares the
+/// machine's clock).
+fn now_us() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e6)
+        .unwrap_or(f64::NAN)
+}
+
+impl Workload for FakeClients {
+    fn kind(&self) -> &'static str {
+        "fake.clients"
+    }
+
+    fn summary(&self) -> &'static str {
+        "clients-axis workload emitting known numbers; for testing benchlab itself"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        CLIENTS_PARAMS
+    }
+
+    fn row_param(&self) -> &'static str {
+        crate::shape::CLIENTS
+    }
+
+    fn table_metrics(&self, _params: &Params) -> Vec<MetricSpec> {
+        CLIENTS_METRICS.to_vec()
+    }
+
+    fn has_server(&self) -> bool {
+        false
+    }
+
+    fn clients_axis(&self) -> bool {
+        true
+    }
+
+    fn merge_value(&self, name: &str) -> Combine {
+        match name {
+            "released_first_us" => Combine::Min,
+            _ => Combine::Max,
+        }
+    }
+
+    fn views(&self, _params: &Params) -> Vec<crate::shape::ViewSpec> {
+        vec![
+            crate::shape::ViewSpec::Table {
+                row_param: crate::shape::CLIENTS.into(),
+            },
+            crate::shape::ViewSpec::Curve {
+                x_param: crate::shape::CLIENTS.into(),
+                metric: "units".into(),
+            },
+        ]
+    }
+
+    fn expected_duration(&self, params: &Params) -> Duration {
+        Duration::from_secs_f64(params.f64("sleep_s").unwrap_or(0.0))
+    }
+
+    fn serve(
+        &self,
+        _params: &Params,
+        _ctx: &ServerCtx,
+        _ready: &mut dyn FnMut(u16),
+    ) -> Result<SideResult, WorkloadError> {
+        Err(WorkloadError::Other(
+            "fake.clients has no server side".into(),
+        ))
+    }
+
+    fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
+        let share = ctx.share;
+        let fail = params.u64("fail_client")?;
+        let indices = share.first..share.first + share.count;
+        if fail > 0 && indices.contains(&((fail - 1) as u32)) {
+            return Err(WorkloadError::Other(format!(
+                "fake client {fail} failed as requested"
+            )));
+        }
+        let arrived = now_us();
+        ctx.gate.arrive()?;
+        let released = now_us();
+        let until = Instant::now() + Duration::from_secs_f64(params.f64("sleep_s")?);
+        while Instant::now() < until {
+            if ctx.abort.load(Ordering::Relaxed) {
+                return Err(WorkloadError::Aborted);
+            }
+            std::thread::sleep(Duration::from_millis(5).min(until - Instant::now()));
+        }
+        let mut r = SideResult::default();
+        let (mut sum, mut squares) = (0u64, 0u64);
+        for i in indices {
+            sum += u64::from(i);
+            squares += u64::from(i) * u64::from(i);
+        }
+        r.counters.insert("clients_run".into(), share.count.into());
+        r.counters.insert("index_sum".into(), sum);
+        r.counters.insert("index_squares".into(), squares);
+        r.counters.insert("sides".into(), 1);
+        r.counters.insert(
+            "units".into(),
+            u64::from(share.count) * params.u64("units")?,
+        );
+        r.values.insert("arrived_last_us".into(), arrived);
+        r.values.insert("released_first_us".into(), released);
+        r.peak_rss_kib = crate::cpu::peak_rss_kib();
+        Ok(r)
+    }
+
+    fn combine(
+        &self,
+        params: &Params,
+        client: SideResult,
+        _server: Option<SideResult>,
+    ) -> Result<Sample, WorkloadError> {
+        let total = params.u64(crate::shape::CLIENTS)?;
+        let run = client.counter("clients_run");
+        // Every index 0..total exactly once: count, sum and sum of squares
+        // all match only then (a duplicate plus a gap would need both
+        // sums to balance, which no single swap does).
+        let want_sum: u64 = (0..total).sum();
+        let want_sq: u64 = (0..total).map(|i| i * i).sum();
+        if run != total
+            || client.counter("index_sum") != want_sum
+            || client.counter("index_squares") != want_sq
+        {
+            return Err(WorkloadError::Other(format!(
+                "fake.clients: {run} of {total} clients ran (index sums {} / {})",
+                client.counter("index_sum"),
+                client.counter("index_squares")
+            )));
+        }
+        let mut sample = Sample::default();
+        sample
+            .metrics
+            .insert("units".into(), client.counter("units") as f64);
+        sample.metrics.insert("clients_run".into(), run as f64);
+        sample
+            .metrics
+            .insert("sides".into(), client.counter("sides") as f64);
+        // Positive when the first release came after the last arrival.
+        sample.metrics.insert(
+            "gate_margin_us".into(),
+            client.value("released_first_us") - client.value("arrived_last_us"),
+        );
+        sample.client = client;
         Ok(sample)
     }
 }

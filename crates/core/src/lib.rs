@@ -15,12 +15,17 @@ pub mod placement;
 pub mod plan;
 pub mod recorder;
 pub mod result;
+pub mod shape;
 pub mod study;
 pub mod units;
 pub mod workload;
 
 pub use param::{ParamKind, ParamSpec, Params, Value};
 pub use result::{CpuUsage, Sample, SideResult};
+pub use shape::{
+    ClientShare, Combine, Gate, MatrixSummary, OpenGate, ServerSide, ServiceInfo, ViewSpec,
+    CLIENTS, CLIENTS_PARAM,
+};
 pub use workload::{
     Better, ClientCtx, MetricSpec, Registry, ServerCtx, Workload, WorkloadError, ABORT_POLL,
 };

@@ -44,6 +44,15 @@ impl HistogramData {
     }
 }
 
+/// The `hdr-v2` serialization of a histogram, base64.
+pub(crate) fn encode_histogram(hist: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2Serializer::new()
+        .serialize(hist, &mut bytes)
+        .expect("serialize into memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// A time series thinned to at most `capacity` points by keeping every
 /// `stride`-th value; the stride doubles whenever the buffer fills, so the
 /// points stay evenly spread over the whole run.
@@ -155,10 +164,6 @@ impl LatencyRecorder {
 
     /// Serializes the histogram and the summary.
     pub fn histogram_data(&self) -> HistogramData {
-        let mut bytes = Vec::new();
-        V2Serializer::new()
-            .serialize(&self.hist, &mut bytes)
-            .expect("serialize into memory");
         HistogramData {
             unit: "ns".into(),
             count: self.count,
@@ -166,7 +171,7 @@ impl LatencyRecorder {
             max: self.max,
             mean: self.mean(),
             stddev: self.stddev(),
-            hdr_v2_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+            hdr_v2_base64: encode_histogram(&self.hist),
         }
     }
 

@@ -218,8 +218,11 @@ pub struct WorkloadEntry {
     pub overrides: Vec<Params>,
     /// Hosts of the server side: one, or several `targets` driven at once.
     pub servers: Vec<String>,
-    /// Host of the client side(s).
+    /// Host of the client side(s): the first of `client_hosts`.
     pub client: String,
+    /// Every client (load generator) host; several only for a workload
+    /// with a clients axis, whose clients are spread over them.
+    pub client_hosts: Vec<String>,
 }
 
 /// A validated study.
@@ -535,6 +538,13 @@ impl Ctx<'_> {
                 let sizes = crate::units::parse_size_range(s)
                     .map_err(|m| self.err(v.span(), path, format!("bad size range: {m}")))?;
                 Ok(sizes.into_iter().map(|b| Value::Int(b as i64)).collect())
+            }
+            // A count range (`"1..64"` doubles, `"4..32 step 4"` steps),
+            // the usual form of a clients axis.
+            DeValue::String(s) if kind == ParamKind::Count && s.contains("..") => {
+                let counts = crate::units::parse_count_range(s)
+                    .map_err(|m| self.err(v.span(), path, format!("bad count range: {m}")))?;
+                Ok(counts.into_iter().map(|n| Value::Int(n as i64)).collect())
             }
             _ => Ok(vec![self.scalar(v, path, kind)?]),
         }
@@ -1045,7 +1055,50 @@ impl Study {
                         .map(Some),
                 }
             };
-            let client = host_key("client")?.unwrap_or_else(|| DEFAULT_CLIENT_HOST.to_string());
+            let client_hosts = match t.get("client") {
+                None => vec![DEFAULT_CLIENT_HOST.to_string()],
+                Some(v) => {
+                    let key = format!("{path}.client");
+                    match v.get_ref() {
+                        DeValue::Array(list) => {
+                            if list.is_empty() {
+                                return Err(cx.err(
+                                    v.span(),
+                                    &key,
+                                    format!(
+                                        "expected a host name or a non-empty list of them (hosts: {})",
+                                        quoted_list(&host_names)
+                                    ),
+                                ));
+                            }
+                            if list.len() > 1 && !wl.clients_axis() {
+                                return Err(cx.err(
+                                    v.span(),
+                                    &key,
+                                    format!(
+                                        "`{kind}` runs one client per target: several client hosts need a workload with a clients axis"
+                                    ),
+                                ));
+                            }
+                            let mut out: Vec<String> = Vec::new();
+                            for (j, x) in list.iter().enumerate() {
+                                let name = cx.choice(x, &format!("{key}[{j}]"), &host_names)?;
+                                if out.contains(&name) {
+                                    return Err(cx.err(
+                                        x.span(),
+                                        &format!("{key}[{j}]"),
+                                        format!("`{name}` is listed twice"),
+                                    ));
+                                }
+                                out.push(name);
+                            }
+                            out
+                        }
+                        _ => vec![cx.choice(v, &key, &host_names)?],
+                    }
+                }
+            };
+            let client = client_hosts[0].clone();
             let servers = match (t.get("targets"), host_key("server")?) {
                 (Some(v), None) => {
                     let key = format!("{path}.targets");
@@ -1097,6 +1150,7 @@ impl Study {
                 overrides,
                 servers,
                 client,
+                client_hosts,
             };
 
             // Stage two: every expanded point must satisfy the workload's own rules.

@@ -72,6 +72,53 @@ pub fn parse_size_range(text: &str) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
+/// Parses a range of counts: `"1..64"` doubles from 1 up to 64 (1, 2, 4,
+/// …, 64; the upper end need not be a power-of-two multiple and is always
+/// included), `"4..32 step 4"` steps linearly (4, 8, …, 32).
+pub fn parse_count_range(text: &str) -> Result<Vec<u64>, String> {
+    let (range, step) = match text.split_once("step") {
+        Some((r, s)) => (r.trim(), Some(s.trim())),
+        None => (text.trim(), None),
+    };
+    let (lo, hi) = range.split_once("..").ok_or_else(|| {
+        format!("`{text}` is not a range: expected \"FROM..TO\" or \"FROM..TO step N\"")
+    })?;
+    let num = |w: &str| {
+        w.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("`{}` in `{text}` is not a whole number", w.trim()))
+    };
+    let (lo, hi) = (num(lo)?, num(hi)?);
+    if lo == 0 || hi < lo {
+        return Err(format!("`{text}`: expected 0 < FROM ≤ TO"));
+    }
+    let mut out = vec![lo];
+    loop {
+        let last = *out.last().expect("non-empty");
+        let next = match step {
+            Some(s) => {
+                let s = num(s)?;
+                if s == 0 {
+                    return Err(format!("`{text}`: the step must be at least 1"));
+                }
+                last + s
+            }
+            None => last * 2,
+        };
+        if next > hi {
+            if last != hi && step.is_none() {
+                out.push(hi);
+            }
+            break;
+        }
+        if out.len() == MAX_RANGE_SIZES {
+            return Err(format!("`{text}` has more than {MAX_RANGE_SIZES} values"));
+        }
+        out.push(next);
+    }
+    Ok(out)
+}
+
 /// Formats a byte count compactly, exactly when possible (`65536` → `64KiB`).
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
@@ -97,6 +144,24 @@ pub fn format_duration(seconds: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn count_ranges() {
+        assert_eq!(
+            parse_count_range("1..64").unwrap(),
+            [1, 2, 4, 8, 16, 32, 64]
+        );
+        assert_eq!(
+            parse_count_range("1..48").unwrap(),
+            [1, 2, 4, 8, 16, 32, 48]
+        );
+        assert_eq!(parse_count_range("4..16 step 4").unwrap(), [4, 8, 12, 16]);
+        assert_eq!(parse_count_range("3..3").unwrap(), [3]);
+        assert!(parse_count_range("0..4").is_err());
+        assert!(parse_count_range("8..4").is_err());
+        assert!(parse_count_range("1..x").is_err());
+        assert!(parse_count_range("1..9 step 0").is_err());
+    }
+
     use super::*;
 
     #[test]

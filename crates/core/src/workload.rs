@@ -8,8 +8,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::path::PathBuf;
+
 use crate::param::{ParamError, ParamSpec, Params};
 use crate::result::{Sample, SideResult};
+use crate::shape::{ClientShare, Combine, Gate, OpenGate, ServerSide, ServiceInfo, ViewSpec};
 
 /// Which direction is better for a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,6 +35,38 @@ pub struct MetricSpec {
     pub better: Better,
     /// Decimals shown in tables.
     pub decimals: usize,
+    /// How the metric combines over client hosts and targets.
+    pub combine: Combine,
+}
+
+impl MetricSpec {
+    /// A higher-is-better metric that adds up over parts (a throughput,
+    /// a count).
+    pub const fn higher(name: &'static str, label: &'static str, decimals: usize) -> Self {
+        MetricSpec {
+            name,
+            label,
+            better: Better::Higher,
+            decimals,
+            combine: Combine::Sum,
+        }
+    }
+
+    /// A lower-is-better metric averaged over parts (a latency).
+    pub const fn lower(name: &'static str, label: &'static str, decimals: usize) -> Self {
+        MetricSpec {
+            name,
+            label,
+            better: Better::Lower,
+            decimals,
+            combine: Combine::Mean,
+        }
+    }
+
+    /// The same metric with another combine rule.
+    pub const fn with(self, combine: Combine) -> Self {
+        MetricSpec { combine, ..self }
+    }
 }
 
 /// Errors of a workload side. The message is recorded as the reason of a
@@ -83,14 +118,48 @@ pub struct ServerCtx {
 }
 
 /// What the client side is given.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClientCtx {
-    /// The server side's data address, when the workload has a server.
+    /// The server side's data address (benchlab's own server side, or the
+    /// service's address), when the workload has a server.
     pub server: Option<SocketAddr>,
     /// Repetition number (0-based), for fake workloads and labels.
     pub repetition: u32,
     /// Set when the controller abandons the point.
     pub abort: Arc<AtomicBool>,
+    /// This side's share of the point's clients (one client unless the
+    /// workload has a clients axis).
+    pub share: ClientShare,
+    /// The barrier: a clients-axis workload calls [`Gate::arrive`] once,
+    /// after connecting all its clients and before measuring.
+    pub gate: Arc<dyn Gate>,
+    /// The service, for a [`ServerSide::Service`] workload.
+    pub service: Option<ServiceInfo>,
+}
+
+impl ClientCtx {
+    /// One client, an open gate, no service.
+    pub fn single(server: Option<SocketAddr>, repetition: u32, abort: Arc<AtomicBool>) -> Self {
+        ClientCtx {
+            server,
+            repetition,
+            abort,
+            share: ClientShare::default(),
+            gate: Arc::new(OpenGate),
+            service: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCtx")
+            .field("server", &self.server)
+            .field("repetition", &self.repetition)
+            .field("share", &self.share)
+            .field("service", &self.service)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A workload: both sides, its parameters and how its results read.
@@ -123,9 +192,53 @@ pub trait Workload: Send + Sync + 'static {
     }
     /// Expected wall-clock time of one repetition (for the ETA).
     fn expected_duration(&self, params: &Params) -> Duration;
-    /// Whether the workload has a server side.
+    /// Whether the workload has a server side of benchlab's own.
     fn has_server(&self) -> bool {
         true
+    }
+    /// What serves the workload's clients.
+    fn server_side(&self) -> ServerSide {
+        if self.has_server() {
+            ServerSide::Own
+        } else {
+            ServerSide::None
+        }
+    }
+    /// Whether `clients` is a sweep axis of this workload: each point's
+    /// clients are spread over the client hosts and started behind a
+    /// barrier. Such a workload lists [`crate::shape::CLIENTS_PARAM`] in
+    /// its parameters.
+    fn clients_axis(&self) -> bool {
+        false
+    }
+    /// Every metric the workload derives, with how it combines over client
+    /// hosts and targets (the table's metrics and the others). A metric
+    /// not listed is averaged.
+    fn metrics(&self, params: &Params) -> Vec<MetricSpec> {
+        self.table_metrics(params)
+    }
+    /// How a raw value ([`SideResult::values`]) of several client hosts
+    /// merges (counters add and histograms merge regardless).
+    fn merge_value(&self, _name: &str) -> Combine {
+        Combine::Max
+    }
+    /// The report views of a table of these points.
+    fn views(&self, _params: &Params) -> Vec<ViewSpec> {
+        vec![ViewSpec::Table {
+            row_param: self.row_param().to_string(),
+        }]
+    }
+    /// For a [`ServerSide::Service`] workload: puts the workload's content
+    /// in place for the service (a web workload's file set in the document
+    /// root), on the service's host, before a point's first repetition.
+    /// Returns the files and directories it created, for removal after the
+    /// point; it never touches what it did not create.
+    fn prepare_service(
+        &self,
+        _params: &Params,
+        _service: &ServiceInfo,
+    ) -> Result<Vec<PathBuf>, WorkloadError> {
+        Ok(Vec::new())
     }
     /// Runs the server side of one point on the calling thread (the agent
     /// has already placed it): bind on `ctx.bind`, call `ready` once

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec};
 use benchlab_core::{
-    Better, ClientCtx, MetricSpec, Params, Sample, ServerCtx, SideResult, Workload, WorkloadError,
+    Better, ClientCtx, Combine, MatrixSummary, MetricSpec, Params, Sample, ServerCtx, SideResult,
+    ViewSpec, Workload, WorkloadError,
 };
 
 use crate::cgroup::{MemCgroup, Version};
@@ -162,6 +163,7 @@ const GEOMEAN: MetricSpec = MetricSpec {
     label: "Geometric mean over the patterns (KiB/s)",
     better: Better::Higher,
     decimals: 0,
+    combine: Combine::Sum,
 };
 
 /// Everything a point asks for, read from its parameters.
@@ -370,6 +372,39 @@ impl Workload for FsMatrix {
 
     fn table_metrics(&self, _params: &Params) -> Vec<MetricSpec> {
         vec![GEOMEAN]
+    }
+
+    fn metrics(&self, _params: &Params) -> Vec<MetricSpec> {
+        // Several targets at once (seed 001 ran one): their rates add up.
+        let mut m = vec![
+            GEOMEAN,
+            MetricSpec::higher("mean_kib_s", "Mean over the patterns (KiB/s)", 0),
+        ];
+        m.extend(
+            Pattern::ALL
+                .iter()
+                .map(|p| MetricSpec::higher(p.metric(), p.metric(), 0)),
+        );
+        m
+    }
+
+    fn views(&self, _params: &Params) -> Vec<ViewSpec> {
+        // IOzone's own report: a file size × record size matrix per
+        // pattern, plus the per-cell mean over the patterns whose
+        // geometric mean over the cells is seed 001's headline.
+        let mut metrics = vec!["mean_kib_s".to_string()];
+        metrics.extend(Pattern::ALL.iter().map(|p| p.metric().to_string()));
+        vec![
+            ViewSpec::Table {
+                row_param: self.row_param().to_string(),
+            },
+            ViewSpec::Matrix {
+                row_param: "file_size".into(),
+                col_param: "record_size".into(),
+                metrics,
+                summary: MatrixSummary::GeoMean,
+            },
+        ]
     }
 
     fn expected_duration(&self, params: &Params) -> Duration {
@@ -592,11 +627,7 @@ mod tests {
             ("record_size", Value::Int(64 << 10)),
             ("target", Value::Str(d.path().display().to_string())),
         ]);
-        let ctx = ClientCtx {
-            server: None,
-            repetition: 0,
-            abort: Default::default(),
-        };
+        let ctx = ClientCtx::single(None, 0, Default::default());
         let side = MATRIX.run_client(&p, &ctx).unwrap();
         let s = MATRIX.combine(&p, side, None).unwrap();
         for pat in Pattern::ALL {

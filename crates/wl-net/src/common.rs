@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamError, ParamKind, ParamSpec, Params};
-use benchlab_core::{CpuUsage, ServerCtx, SideResult, WorkloadError, ABORT_POLL};
+use benchlab_core::{
+    Combine, CpuUsage, MetricSpec, ServerCtx, SideResult, WorkloadError, ABORT_POLL,
+};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 /// The `protocol` parameter shared by all three workloads.
@@ -1020,6 +1022,29 @@ pub(crate) fn put_cpu(metrics: &mut BTreeMap<String, f64>, side: &str, cpu: Opti
         );
     }
 }
+
+/// Metrics that are averaged over targets: CPU percentages of both sides
+/// and the measured interval.
+pub(crate) fn mean_metrics(names: &[&'static str]) -> Vec<MetricSpec> {
+    names
+        .iter()
+        .map(|n| MetricSpec::lower(n, n, 2).with(Combine::Mean))
+        .collect()
+}
+
+/// Counts and throughputs that add up over targets.
+pub(crate) fn sum_metrics(names: &[&'static str]) -> Vec<MetricSpec> {
+    names.iter().map(|n| MetricSpec::higher(n, n, 0)).collect()
+}
+
+/// The CPU figures every net workload reports for both sides.
+pub(crate) const CPU_METRICS: &[&str] = &[
+    "client_cpu_pct",
+    "client_system_cpu_pct",
+    "server_cpu_pct",
+    "server_system_cpu_pct",
+    "elapsed_s",
+];
 
 /// The server's result, which every net workload needs.
 pub(crate) fn need_server(

@@ -48,12 +48,13 @@ use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::LatencyRecorder;
 use benchlab_core::{
-    Better, ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
+    Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
 };
 
 use crate::common::{
-    abort_wins, checked, need_server, put, put_cpu, secs, serve_requests, server_addr, side_result,
-    size, validate_times, Exchanger, Outcome, Proto, ServeSpec, Timer, PROTOCOL, UDP_MAX_PAYLOAD,
+    abort_wins, checked, mean_metrics, need_server, put, put_cpu, secs, serve_requests,
+    server_addr, side_result, size, sum_metrics, validate_times, Exchanger, Outcome, Proto,
+    ServeSpec, Timer, CPU_METRICS, PROTOCOL, UDP_MAX_PAYLOAD,
 };
 
 /// The `net.pingpong` workload (sfnt-pingpong).
@@ -212,14 +213,43 @@ impl Workload for NetPingpong {
                 label: mean,
                 better: Better::Lower,
                 decimals: 3,
+                combine: Combine::Mean,
             },
             MetricSpec {
                 name: "rtt_half_stddev_us",
                 label: jitter,
                 better: Better::Lower,
                 decimals: 3,
+                combine: Combine::Mean,
             },
         ]
+    }
+
+    fn metrics(&self, params: &Params) -> Vec<MetricSpec> {
+        // Over several targets the distribution is the merge of theirs:
+        // mean, jitter and percentiles are derived again from the merged
+        // histograms, the extremes are the extremes.
+        let mut m: Vec<MetricSpec> = self
+            .table_metrics(params)
+            .into_iter()
+            .map(|s| s.with(Combine::Merged))
+            .collect();
+        for (name, rule) in [
+            ("rtt_half_min_us", Combine::Min),
+            ("rtt_half_max_us", Combine::Max),
+            ("rtt_half_median_us", Combine::Merged),
+            ("rtt_half_p99_us", Combine::Merged),
+            ("rtt_half_p999_us", Combine::Merged),
+        ] {
+            m.push(MetricSpec::lower(name, name, 3).with(rule));
+        }
+        m.extend(sum_metrics(&[
+            "iterations",
+            "warmup_iterations",
+            "lost_iterations",
+        ]));
+        m.extend(mean_metrics(CPU_METRICS));
+        m
     }
 
     fn expected_duration(&self, params: &Params) -> Duration {

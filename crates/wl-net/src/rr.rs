@@ -47,13 +47,13 @@ use std::time::Duration;
 use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::{
-    Better, ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
+    Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
 };
 
 use crate::common::{
-    abort_wins, checked, need_server, opt_size, put, put_cpu, secs, serve_requests, server_addr,
-    side_result, size, validate_times, Exchanger, Outcome, Proto, ServeSpec, Timer, PROTOCOL,
-    UDP_MAX_PAYLOAD,
+    abort_wins, checked, mean_metrics, need_server, opt_size, put, put_cpu, secs, serve_requests,
+    server_addr, side_result, size, sum_metrics, validate_times, Exchanger, Outcome, Proto,
+    ServeSpec, Timer, CPU_METRICS, PROTOCOL, UDP_MAX_PAYLOAD,
 };
 
 /// The `net.rr` workload (netperf `TCP_RR` / `UDP_RR`).
@@ -176,7 +176,27 @@ impl Workload for NetRr {
             label,
             better: Better::Lower,
             decimals: 2,
+            combine: Combine::Mean,
         }]
+    }
+
+    fn metrics(&self, params: &Params) -> Vec<MetricSpec> {
+        let mut m = self.table_metrics(params);
+        m.extend(sum_metrics(&[
+            "transactions_per_s",
+            "transactions",
+            "warmup_transactions",
+            "lost_transactions",
+        ]));
+        let mut means = CPU_METRICS.to_vec();
+        means.extend([
+            "client_sd_us_per_tran",
+            "client_proc_sd_us_per_tran",
+            "server_sd_us_per_tran",
+            "server_proc_sd_us_per_tran",
+        ]);
+        m.extend(mean_metrics(&means));
+        m
     }
 
     fn average_row(&self) -> bool {

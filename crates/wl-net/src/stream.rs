@@ -62,15 +62,16 @@ use std::time::{Duration, Instant};
 use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::{
-    Better, ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
+    Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
     ABORT_POLL,
 };
 
 use crate::common::{
     abort_wins, await_client, bind_server, checked, connect, enable_recverr, is_enobufs,
-    need_server, opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr, set_timeouts,
-    side_result, size, sys_recv, sys_send, tcp_drain, udp_end_markers, validate_buffer,
-    validate_times, Bufs, Proto, Timer, ACCEPT_TIMEOUT, PAD_TIME, PROTOCOL, UDP_MAX_PAYLOAD,
+    mean_metrics, need_server, opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr,
+    set_timeouts, side_result, size, sum_metrics, sys_recv, sys_send, tcp_drain, udp_end_markers,
+    validate_buffer, validate_times, Bufs, Proto, Timer, ACCEPT_TIMEOUT, CPU_METRICS, PAD_TIME,
+    PROTOCOL, UDP_MAX_PAYLOAD,
 };
 
 /// The `net.stream` workload (netperf `TCP_STREAM` / `UDP_STREAM`).
@@ -217,7 +218,32 @@ impl Workload for NetStream {
             label,
             better: Better::Higher,
             decimals: 2,
+            combine: Combine::Sum,
         }]
+    }
+
+    fn metrics(&self, params: &Params) -> Vec<MetricSpec> {
+        let mut m = self.table_metrics(params);
+        m.extend(sum_metrics(&[
+            "bytes_sent",
+            "bytes_received",
+            "measured_bytes",
+            "send_throughput_mbps",
+            "datagrams_sent",
+            "datagrams_received",
+            "loss_datagrams",
+            "failed_sends",
+        ]));
+        let mut means = CPU_METRICS.to_vec();
+        means.extend([
+            "loss_pct",
+            "client_sd_us_per_kb",
+            "client_proc_sd_us_per_kb",
+            "server_sd_us_per_kb",
+            "server_proc_sd_us_per_kb",
+        ]);
+        m.extend(mean_metrics(&means));
+        m
     }
 
     fn expected_duration(&self, params: &Params) -> Duration {

@@ -73,11 +73,7 @@ fn run(w: &'static dyn Workload, p: &Params, abort_after: Option<Duration>) -> R
             a.store(true, Ordering::Relaxed);
         });
     }
-    let cctx = ClientCtx {
-        server: Some(SocketAddr::new(LO, port)),
-        repetition: 0,
-        abort,
-    };
+    let cctx = ClientCtx::single(Some(SocketAddr::new(LO, port)), 0, abort);
     let client = w.run_client(p, &cctx);
     let server = server.join().expect("server thread");
     Run { client, server }
