@@ -93,7 +93,58 @@ pub fn top_name(seed: u64) -> String {
     format!("benchlab-web-{seed}")
 }
 
+/// Where every file of a set lies, relative to the document root, before
+/// anything is written: the client side builds its URL list from this on
+/// its own host, the service side writes the files from the same layout.
+struct Layout {
+    /// Directories, parents first.
+    dirs: Vec<String>,
+    /// Files: relative path, size, weight.
+    files: Vec<(String, u64, f64)>,
+}
+
 impl FileSet {
+    fn layout(&self, seed: u64) -> Layout {
+        let top = top_name(seed);
+        let mut l = Layout {
+            dirs: vec![top.clone()],
+            files: Vec::new(),
+        };
+        match *self {
+            FileSet::Single { size } => l.files.push((format!("{top}/file_{size}"), size, 1.0)),
+            FileSet::Specweb96 { dirs } => {
+                for d in 0..dirs {
+                    let dir = format!("{top}/dir{d:05}");
+                    for class in 0..4u32 {
+                        for i in 1..=FILES_PER_CLASS {
+                            l.files.push((
+                                format!("{dir}/class{class}_{i}"),
+                                specweb96_size(class, i),
+                                CLASS_SHARE_PCT[class as usize] / f64::from(FILES_PER_CLASS * dirs),
+                            ));
+                        }
+                    }
+                    l.dirs.push(dir);
+                }
+            }
+        }
+        l
+    }
+
+    /// The URLs, sizes and weights of the set generated with `seed`,
+    /// without touching the disk.
+    pub fn targets(&self, seed: u64) -> Vec<Target> {
+        self.layout(seed)
+            .files
+            .into_iter()
+            .map(|(rel, size, weight)| Target {
+                path: format!("/{rel}"),
+                size: Some(size),
+                weight,
+            })
+            .collect()
+    }
+
     /// Generates the set under `root/benchlab-web-<seed>`, refusing to
     /// touch a directory that already exists. On failure, whatever was
     /// created is removed again.
@@ -115,74 +166,45 @@ impl FileSet {
                 format!("document root {} is not a directory", root.display()),
             ));
         }
-        let top_rel = top_name(seed);
-        let top = root.join(&top_rel);
-        fs::create_dir(&top).map_err(|e| {
-            if e.kind() == io::ErrorKind::AlreadyExists {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{} already exists and is not benchlab's to overwrite; remove it or choose another seed",
-                        top.display()
-                    ),
-                )
-            } else {
-                io::Error::new(e.kind(), format!("create {}: {e}", top.display()))
-            }
-        })?;
-        m.dirs.push(top.clone());
+        let layout = self.layout(seed);
+        for (n, rel) in layout.dirs.iter().enumerate() {
+            let dir = root.join(rel);
+            fs::create_dir(&dir).map_err(|e| {
+                if n == 0 && e.kind() == io::ErrorKind::AlreadyExists {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{} already exists and is not benchlab's to overwrite; remove it or choose another seed",
+                            dir.display()
+                        ),
+                    )
+                } else {
+                    io::Error::new(e.kind(), format!("create {}: {e}", dir.display()))
+                }
+            })?;
+            m.dirs.push(dir);
+        }
         let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let mut buf = vec![0u8; 1 << 16];
-        let mut write_file = |path: &Path, size: u64, state: &mut u64| -> io::Result<()> {
+        for (rel, size, weight) in layout.files {
+            let file = root.join(&rel);
             let mut f = fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .open(path)
-                .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", path.display())))?;
+                .open(&file)
+                .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", file.display())))?;
+            m.entries.push(Entry {
+                url: format!("/{rel}"),
+                file: Some(file),
+                size: Some(size),
+                weight,
+            });
             let mut left = size;
             while left > 0 {
                 let n = left.min(buf.len() as u64) as usize;
-                fill(&mut buf[..n], state);
+                fill(&mut buf[..n], &mut state);
                 f.write_all(&buf[..n])?;
                 left -= n as u64;
-            }
-            Ok(())
-        };
-        match *self {
-            FileSet::Single { size } => {
-                let file = top.join(format!("file_{size}"));
-                write_file(&file, size, &mut state)?;
-                m.entries.push(Entry {
-                    url: format!("/{top_rel}/file_{size}"),
-                    file: Some(file),
-                    size: Some(size),
-                    weight: 1.0,
-                });
-            }
-            FileSet::Specweb96 { dirs } => {
-                for d in 0..dirs {
-                    let dir_rel = format!("dir{d:05}");
-                    let dir = top.join(&dir_rel);
-                    fs::create_dir(&dir).map_err(|e| {
-                        io::Error::new(e.kind(), format!("create {}: {e}", dir.display()))
-                    })?;
-                    m.dirs.push(dir.clone());
-                    for class in 0..4u32 {
-                        for i in 1..=FILES_PER_CLASS {
-                            let size = specweb96_size(class, i);
-                            let name = format!("class{class}_{i}");
-                            let file = dir.join(&name);
-                            write_file(&file, size, &mut state)?;
-                            m.entries.push(Entry {
-                                url: format!("/{top_rel}/{dir_rel}/{name}"),
-                                file: Some(file),
-                                size: Some(size),
-                                weight: CLASS_SHARE_PCT[class as usize]
-                                    / f64::from(FILES_PER_CLASS * dirs),
-                            });
-                        }
-                    }
-                }
             }
         }
         Ok(())

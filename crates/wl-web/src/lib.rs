@@ -2,6 +2,7 @@
 //! against a real web server (nginx, apache2, …) that benchlab observes
 //! rather than implements.
 //!
+//! - [`load`]: the [`LOAD`] workload (`web.load`) the registry holds;
 //! - [`gen`]: the load generator (epoll, closed and open loop);
 //! - [`http`]: the response parser it uses;
 //! - [`fileset`]: the SPECweb96 file set, generated into the server's
@@ -14,3 +15,6 @@ pub mod fileset;
 pub mod gen;
 pub mod http;
 pub mod latency;
+pub mod load;
+
+pub use load::{WebLoad, LOAD};
