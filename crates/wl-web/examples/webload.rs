@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `run` prints one line of `key=value` figures; CPU figures are this
-//! process's user + system time over the measured interval.
+//! process's user + system time over the measured interval; `total_ok`
+//! counts the successful responses of the whole run (ramps included).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -114,13 +115,15 @@ fn load(a: &[String]) -> ExitCode {
     let cpu_s = r.cpu.process_cpu_s;
     let mut line = format!(
         "requests_per_s={rps:.1} mbytes_per_s={:.2} errors={} p50_ms={:.3} p99_ms={:.3} \
-         cpu_s={cpu_s:.3} cpu_us_per_req={:.3} threads={}",
+         cpu_s={cpu_s:.3} cpu_us_per_req={:.3} threads={} total_ok={} in_flight_at_end={}",
         m.bytes as f64 / r.measure_s / 1e6,
         m.errors(),
         r.latency.quantile(0.5) as f64 / 1e6,
         r.latency.quantile(0.99) as f64 / 1e6,
         cpu_s * 1e6 / m.ok.max(1) as f64,
         r.threads,
+        r.total.ok,
+        r.in_flight_at_end,
     );
     if let Some(o) = r.open {
         line.push_str(&format!(
