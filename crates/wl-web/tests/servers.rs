@@ -215,3 +215,120 @@ fn nginx_wrong_size_is_short_body() {
     assert_eq!(r.total.err_short, r.total.responses);
     manifest.remove().unwrap();
 }
+
+/// A gate for two client sides run side by side, as two client hosts.
+struct BarrierGate(std::sync::Barrier);
+
+impl benchlab_core::Gate for BarrierGate {
+    fn arrive(&self) -> Result<(), benchlab_core::WorkloadError> {
+        self.0.wait();
+        Ok(())
+    }
+}
+
+/// The workload as the engine drives it: the file set put in place by
+/// `prepare_service`, two client sides sharing one point's clients behind
+/// one gate, their results merged by the declared rules, then combined.
+/// The merged counts equal the server's access log; removal leaves the
+/// document root as it was.
+#[test]
+fn web_load_two_client_sides_on_nginx() {
+    use benchlab_core::shape::{merge_sides, ClientShare, ServiceInfo};
+    use benchlab_core::{ClientCtx, Params, Value, Workload};
+    use benchlab_wl_web::LOAD;
+    use std::sync::Arc;
+
+    if let Some(why) = missing(Kind::Nginx) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut server = Server::start(Kind::Nginx);
+    let mut p = Params::defaults(LOAD.params());
+    p.set("clients", Value::Int(6));
+    p.set("dirs", Value::Int(1));
+    p.set("duration_s", Value::Float(1.0));
+    p.set("warmup_s", Value::Float(0.2));
+    p.set("http_version", Value::Str("1.0".into()));
+    p.set("keep_alive", Value::Bool(false));
+    assert!(LOAD.validate(&p).is_ok());
+    let svc = ServiceInfo {
+        name: "web".into(),
+        kind: "nginx".into(),
+        document_root: Some(server.docroot.clone()),
+        port: server.addr.port(),
+    };
+    let made = LOAD.prepare_service(&p, &svc).unwrap();
+    let gate = Arc::new(BarrierGate(std::sync::Barrier::new(2)));
+    let sides: Vec<_> = ClientShare::spread(6, 2)
+        .into_iter()
+        .map(|share| {
+            let mut ctx = ClientCtx::single(
+                Some(server.addr),
+                0,
+                Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            );
+            ctx.share = share;
+            ctx.gate = gate.clone();
+            ctx.service = Some(svc.clone());
+            let p = p.clone();
+            std::thread::spawn(move || LOAD.run_client(&p, &ctx).unwrap())
+        })
+        .collect();
+    let parts: Vec<_> = sides.into_iter().map(|h| h.join().unwrap()).collect();
+    let merged = merge_sides(parts, &|n| LOAD.merge_value(n)).unwrap();
+    let sample = LOAD.combine(&p, merged, None).unwrap();
+    server.stop();
+    let log = server.access_log();
+    let c = &sample.client;
+    assert_eq!(log.len() as u64, c.counter("total_responses"));
+    assert_eq!(
+        log.iter().map(|l| l.bytes_sent).sum::<u64>(),
+        c.counter("total_bytes")
+    );
+    assert_eq!(c.counter("total_errors"), 0);
+    assert_eq!(c.counter("in_flight_at_end"), 0);
+    let m = &sample.metrics;
+    assert_eq!(m["errors"], 0.0);
+    assert_eq!(m["requests_per_s"], c.counter("requests") as f64 / 1.0);
+    assert!(m["latency_p50_ms"] > 0.0 && m["latency_p99_ms"] >= m["latency_p50_ms"]);
+    assert_eq!(
+        c.histograms["latency"].count,
+        c.counter("responses"),
+        "one latency per measured response, over both sides"
+    );
+    benchlab_wl_web::fileset::remove_paths(&made).unwrap();
+    assert_eq!(std::fs::read_dir(&server.docroot).unwrap().count(), 0);
+}
+
+/// A point where the server answers every request with an error fails.
+#[test]
+fn web_load_all_failed_point_fails_on_nginx() {
+    use benchlab_core::{ClientCtx, Params, Value, Workload};
+    use benchlab_wl_web::LOAD;
+    use std::sync::Arc;
+
+    if let Some(why) = missing(Kind::Nginx) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let server = Server::start(Kind::Nginx);
+    let list = server.docroot.join("urls.txt");
+    std::fs::write(&list, "/nothing-here\n").unwrap();
+    let mut p = Params::defaults(LOAD.params());
+    p.set("clients", Value::Int(2));
+    p.set("file_set", Value::Str("urls".into()));
+    p.set("url_list", Value::Str(list.display().to_string()));
+    p.set("duration_s", Value::Float(0.3));
+    p.set("warmup_s", Value::Float(0.0));
+    let mut ctx = ClientCtx::single(
+        Some(server.addr),
+        0,
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    ctx.share.count = 2;
+    ctx.share.total = 2;
+    let side = LOAD.run_client(&p, &ctx).unwrap();
+    assert!(side.counter("errors_status") > 0);
+    let err = LOAD.combine(&p, side, None).unwrap_err().to_string();
+    assert!(err.contains("no request succeeded"), "{err}");
+}
