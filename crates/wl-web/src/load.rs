@@ -20,7 +20,7 @@
 //!   client hosts;
 //! - open loop (`rate_per_s` set): the achieved rate and
 //!   `open_loop_behind` = 1 when fewer than 99 % of the requests scheduled
-//!   in the measured interval were sent (the generator, not the server,
+//!   in the measured interval were sent inside it (the generator, not the server,
 //!   fell behind: the point's figures then describe a lower load);
 //! - the service's CPU use over the measured interval, as the engine
 //!   observed it.
