@@ -114,3 +114,45 @@ fn legacy_database_reports_in_every_format() {
         serde_json::from_str(&std::fs::read_to_string(json).unwrap()).expect("report JSON parses");
     assert!(j.is_object());
 }
+
+/// Replaces a run's stored study text, as if the study's keys had been
+/// renamed since (a text that no longer validates).
+fn break_study_text(s: &Scratch) {
+    let db = rusqlite::Connection::open(s.db()).expect("open db");
+    let n = db
+        .execute(
+            "UPDATE run SET study_text = '[study]\nname = 1\nno_such_key = true\n' WHERE id = 1",
+            [],
+        )
+        .expect("update");
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_legacy_run_is_resolved_once_and_then_reads_from_its_plan() {
+    let s = scratch_with_fixture();
+    // The first look resolves the plan from the study text and keeps it.
+    let first = shown(&s.json("1"));
+    break_study_text(&s);
+    assert_eq!(shown(&s.json("1")), first, "read from the kept plan");
+}
+
+#[test]
+fn a_new_run_never_reads_its_study_text_again() {
+    let s = Scratch::new();
+    let study = std::fs::read_to_string(repo().join("tests/fixtures/legacy-v0/legacy.toml"))
+        .expect("study")
+        // Only the fake workload: quick and exact.
+        .split("[[workload]]\nname = \"rr\"")
+        .next()
+        .expect("text")
+        .to_string();
+    let f = s.study("fake.toml", &study);
+    s.run_ok(&["run", f.to_str().unwrap()]);
+    let before = s.json("1");
+    break_study_text(&s);
+    let after = s.json("1");
+    assert_eq!(shown(&after), shown(&before));
+    assert!(!shown(&after).is_empty());
+    s.run_ok(&["report", "1", "--md", s.path("r.md").to_str().unwrap()]);
+}

@@ -192,11 +192,12 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
         let id = parse_spec(&runs[0])?.run;
         let reg = registry();
         let mut r = runner::report(&store, &reg, id)?;
+        let plan = runner::stored_plan(&store, &reg, id)?;
         r.events = store.events(id)?;
         r.latency = benchlab_report::model::latency_views(
             &store.points(id)?,
             &store.samples(id)?,
-            &reg,
+            &plan,
             |point, rep| store.side_results(point, rep).unwrap_or_default(),
             &r.configurations,
         );

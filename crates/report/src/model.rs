@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::{Selection, Study};
-use benchlab_core::{Better, Registry, Value};
+use benchlab_core::{Better, Value};
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
 use serde::{Deserialize, Serialize};
@@ -187,16 +188,21 @@ pub struct LatencyView {
 pub fn latency_views(
     points: &[PointRow],
     samples: &[SampleRow],
-    registry: &Registry,
+    plan: &ResolvedPlan,
     mut side_results: impl FnMut(i64, u32) -> Vec<(String, benchlab_core::SideResult)>,
     configurations: &[ConfigRow],
 ) -> Vec<LatencyView> {
     let mut out = Vec::new();
     for p in points {
-        let Some(wl) = registry.get(&p.kind) else {
+        let (Some(shape), Some(entry)) = (
+            plan.workloads.get(p.workload_idx),
+            plan.study.workloads.get(p.workload_idx),
+        ) else {
             continue;
         };
-        let Some(spec) = wl.table_metrics(&p.params).into_iter().next() else {
+        let mut fixed = p.params.clone();
+        fixed.0.remove(&entry.rows);
+        let Some(spec) = shape.table_metrics(&fixed).into_iter().next() else {
             continue;
         };
         let reps: Vec<&SampleRow> = samples
@@ -205,7 +211,7 @@ pub fn latency_views(
             .collect();
         let values: Vec<f64> = reps
             .iter()
-            .map(|s| s.metrics.get(spec.name).copied().unwrap_or(f64::NAN))
+            .map(|s| s.metrics.get(&spec.name).copied().unwrap_or(f64::NAN))
             .collect();
         let Some(i) = stats::median_run(&values) else {
             continue;
@@ -387,17 +393,17 @@ fn sort_key(v: Option<&Value>) -> (f64, String) {
     }
 }
 
-/// Builds the report of a run. `study` is the run's study file, parsed
-/// again with the same registry.
+/// Builds the report of a run from its stored resolved plan (the typed
+/// study and what its workloads declared when it was made).
 pub fn build(
     run: &RunRow,
-    study: &Study,
-    registry: &Registry,
+    plan: &ResolvedPlan,
     configurations: &[ConfigRow],
     points: &[PointRow],
     samples: &[SampleRow],
     hosts: &[HostRow],
 ) -> RunReport {
+    let study = &plan.study;
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
     for s in samples {
@@ -449,7 +455,7 @@ pub fn build(
 
     let mut tables = Vec::new();
     for (w, entry) in study.workloads.iter().enumerate() {
-        let Some(wl) = registry.get(&entry.kind) else {
+        let Some(wl) = plan.workloads.get(w) else {
             continue;
         };
         let wpoints: Vec<_> = results.iter().filter(|r| r.0.workload_idx == w).collect();
@@ -522,8 +528,8 @@ pub fn build(
                                     == *rv
                         });
                         cells.push(r.and_then(|r| {
-                            let all = r.2.get(spec.name)?;
-                            let sd = stddev_companion(spec.name).and_then(|n| r.2.get(&n));
+                            let all = r.2.get(&spec.name)?;
+                            let sd = stddev_companion(&spec.name).and_then(|n| r.2.get(&n));
                             let (values, stddevs) = match selection {
                                 Selection::MedianStddevRun => with_stddevs(all, sd),
                                 _ => (
@@ -550,7 +556,7 @@ pub fn build(
                     });
                 }
                 let average = wl
-                    .average_row()
+                    .average_row
                     .then(|| average_row(&rows, configurations.len(), sbetter));
                 tables.push(Table {
                     workload: entry.name.clone(),
