@@ -89,9 +89,6 @@ pub struct Response {
     pub wire_bytes: u64,
     /// The declared `Content-Length`, if any.
     pub content_length: Option<u64>,
-    /// For a request with no body in the response (HEAD): not used by the
-    /// generator, which sends GET only, kept false.
-    head_only: bool,
 }
 
 /// Result of feeding bytes.
@@ -122,7 +119,6 @@ impl Response {
             body_bytes: 0,
             wire_bytes: 0,
             content_length: None,
-            head_only: false,
         }
     }
 
@@ -137,7 +133,6 @@ impl Response {
         self.body_bytes = 0;
         self.wire_bytes = 0;
         self.content_length = None;
-        self.head_only = false;
     }
 
     /// Whether nothing of the response has arrived yet.
@@ -158,6 +153,37 @@ impl Response {
             self.keep_alive = false;
             Progress::Done
         } else {
+            Progress::More
+        }
+    }
+
+    /// Body bytes still expected of a `Content-Length` body (0 in every
+    /// other state): what may be discarded unread.
+    #[inline]
+    pub fn body_remaining(&self) -> u64 {
+        match self.state {
+            State::Fixed { remaining } => remaining,
+            _ => 0,
+        }
+    }
+
+    /// Counts `n` body bytes that were discarded unread (at most
+    /// [`Response::body_remaining`]).
+    #[inline]
+    pub fn skip_body(&mut self, n: u64) -> Progress {
+        let State::Fixed { remaining } = self.state else {
+            return Progress::More;
+        };
+        let n = n.min(remaining);
+        self.wire_bytes += n;
+        self.body_bytes += n;
+        if n == remaining {
+            self.state = State::Done;
+            Progress::Done
+        } else {
+            self.state = State::Fixed {
+                remaining: remaining - n,
+            };
             Progress::More
         }
     }
@@ -249,31 +275,29 @@ impl Response {
             }
         }
         self.keep_alive = keep_alive;
-        // RFC 9112 §6.3: no body for 1xx, 204, 304; chunked wins over a
-        // Content-Length; without either the body ends with the connection.
-        self.state = if self.head_only
-            || self.status == 204
-            || self.status == 304
-            || (100..200).contains(&self.status)
-        {
-            State::Done
-        } else if chunked {
-            State::ChunkSize {
-                size: 0,
-                digits: 0,
-                ext: false,
-                cr: false,
-            }
-        } else if let Some(n) = self.content_length {
-            if n == 0 {
+        // RFC 9112 §6.3: no body for 1xx, 204, 304 (the generator sends no
+        // HEAD); chunked wins over a Content-Length; without either the
+        // body ends with the connection.
+        self.state =
+            if self.status == 204 || self.status == 304 || (100..200).contains(&self.status) {
                 State::Done
+            } else if chunked {
+                State::ChunkSize {
+                    size: 0,
+                    digits: 0,
+                    ext: false,
+                    cr: false,
+                }
+            } else if let Some(n) = self.content_length {
+                if n == 0 {
+                    State::Done
+                } else {
+                    State::Fixed { remaining: n }
+                }
             } else {
-                State::Fixed { remaining: n }
-            }
-        } else {
-            self.keep_alive = false;
-            State::UntilClose
-        };
+                self.keep_alive = false;
+                State::UntilClose
+            };
         Ok(())
     }
 
@@ -537,6 +561,20 @@ mod tests {
         r.feed(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
             .unwrap();
         assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn skipped_body_bytes_count() {
+        let mut r = Response::new();
+        assert_eq!(
+            r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01"),
+            Ok(Progress::More)
+        );
+        assert_eq!(r.body_remaining(), 8);
+        assert_eq!(r.skip_body(5), Progress::More);
+        assert_eq!(r.skip_body(3), Progress::Done);
+        assert_eq!((r.body_bytes, r.body_remaining()), (10, 0));
+        assert_eq!(r.wire_bytes, r.head_bytes + 10);
     }
 
     #[test]
