@@ -312,8 +312,7 @@ fn demo_html_report_renders_in_chromium() {
     assert!(html.contains("[[workload]]"), "the study file verbatim");
 
     let Some(bin) = find_chromium() else {
-        eprintln!("SKIPPED the browser check: no chromium on this machine (CI installs Debian's chromium)");
-        return;
+        return benchlab_testkit::missing("chromium, for the browser check (Debian's chromium)");
     };
     let url = format!("file://{}", html_path.display());
     let profile = s.path("chromium-profile");

@@ -109,7 +109,7 @@ fn services_through_the_agent() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("agent `svc-host`: service `bad`: cpus: CPU 63 not available"),
+        e.starts_with("agent `svc-host`: service `bad`: cpus: CPU 63 not online"),
         "{e}"
     );
 
