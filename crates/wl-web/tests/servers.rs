@@ -52,8 +52,7 @@ fn check_against_log(r: &LoadResult, log: &[LogLine]) {
 }
 
 fn closed_loop_mix(kind: Kind, keep_alive: bool, version: HttpVersion) {
-    if let Some(why) = missing(kind) {
-        eprintln!("skipped: {why}");
+    if missing(kind) {
         return;
     }
     let mut server = Server::start(kind);
@@ -125,8 +124,7 @@ fn apache2_http11_close_mix_matches_access_log() {
 /// Open loop at 2000 requests/s achieves the rate within ±1 %, counted
 /// from responses completed in the measured interval.
 fn open_loop_rate(kind: Kind) {
-    if let Some(why) = missing(kind) {
-        eprintln!("skipped: {why}");
+    if missing(kind) {
         return;
     }
     let mut server = Server::start(kind);
@@ -165,8 +163,7 @@ fn apache2_open_loop_achieves_rate() {
 /// A missing file is a status error, counted as the server logged it.
 #[test]
 fn nginx_missing_file_is_status_error() {
-    if let Some(why) = missing(Kind::Nginx) {
-        eprintln!("skipped: {why}");
+    if missing(Kind::Nginx) {
         return;
     }
     let mut server = Server::start(Kind::Nginx);
@@ -196,8 +193,7 @@ fn nginx_missing_file_is_status_error() {
 /// the generator is told the wrong size for a real file.
 #[test]
 fn nginx_wrong_size_is_short_body() {
-    if let Some(why) = missing(Kind::Nginx) {
-        eprintln!("skipped: {why}");
+    if missing(Kind::Nginx) {
         return;
     }
     let server = Server::start(Kind::Nginx);
@@ -238,8 +234,7 @@ fn web_load_two_client_sides_on_nginx() {
     use benchlab_wl_web::LOAD;
     use std::sync::Arc;
 
-    if let Some(why) = missing(Kind::Nginx) {
-        eprintln!("skipped: {why}");
+    if missing(Kind::Nginx) {
         return;
     }
     let mut server = Server::start(Kind::Nginx);
@@ -307,8 +302,7 @@ fn web_load_all_failed_point_fails_on_nginx() {
     use benchlab_wl_web::LOAD;
     use std::sync::Arc;
 
-    if let Some(why) = missing(Kind::Nginx) {
-        eprintln!("skipped: {why}");
+    if missing(Kind::Nginx) {
         return;
     }
     let server = Server::start(Kind::Nginx);
