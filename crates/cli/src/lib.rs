@@ -28,6 +28,7 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_net::RR)
         .add(&benchlab_wl_net::PINGPONG)
         .add(&benchlab_wl_fs::MATRIX)
+        .add(&benchlab_wl_web::LOAD)
         .add(&benchlab_core::fake::FAKE)
         .add(&benchlab_core::fake::FAKE_CLIENTS)
         .set_service_check(services::check);
