@@ -324,7 +324,6 @@ fn execute(
                             pool: &mut pool,
                             store,
                             run_id,
-                            interrupt,
                         };
                         svc.ready(
                             &mut ctx,
@@ -357,7 +356,6 @@ fn execute(
                                 pool: &mut pool,
                                 store,
                                 run_id,
-                                interrupt,
                             };
                             match svc.died(&mut ctx, &targets) {
                                 Some(why) if !matches!(r, Err(UnitError::Interrupted)) => {
@@ -446,7 +444,6 @@ fn execute(
                 pool: &mut pool,
                 store,
                 run_id,
-                interrupt,
             });
             pool.kill_all();
             if matches!(outcome, Err(UnitError::Failed(_)))
@@ -467,7 +464,6 @@ fn execute(
         pool: &mut pool,
         store,
         run_id,
-        interrupt,
     });
     env.revert(&mut pool, store, run_id, interrupt)?;
 
@@ -769,7 +765,6 @@ fn run_unit(
             pool,
             store,
             run_id,
-            interrupt,
         };
         services::usage(&mut ctx, services)
     };
@@ -784,7 +779,6 @@ fn run_unit(
             pool,
             store,
             run_id,
-            interrupt,
         };
         services::usage(&mut ctx, services)
     };

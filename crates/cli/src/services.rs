@@ -19,6 +19,12 @@ use benchlab_store::Store;
 
 use crate::hosts::{Pool, Role};
 
+/// Service requests are never abandoned half-way, not even on Ctrl-C: an
+/// abandoned request's answer would arrive later and be taken for the
+/// answer to the next one (the stop that must follow). Each is short or
+/// bounded by its own timeout; a second Ctrl-C exits at once.
+static NEVER: AtomicBool = AtomicBool::new(false);
+
 /// Short requests: usage, liveness.
 const QUICK: Duration = Duration::from_secs(30);
 /// Slack beyond the service's own start or stop timeout.
@@ -201,7 +207,7 @@ impl Services {
             .pool
             .agent(&decl.host, Role::Server, 0)
             .map_err(|e| e.to_string())?;
-        match agent.request(&req, limit, ctx.interrupt) {
+        match agent.request(&req, limit, &NEVER) {
             Ok(Response::ServiceStarted {
                 description,
                 address,
@@ -268,7 +274,7 @@ impl Services {
             Duration::from_secs_f64(r.stop_timeout_s.max(0.0)) + SLACK,
             // A stop is never cut short: a server left running is worse
             // than a slower Ctrl-C.
-            &AtomicBool::new(false),
+            &NEVER,
         ) {
             Ok(Response::ServiceStopped { report }) => format!(
                 "{name} stopped ({why}): {}{}",
@@ -307,7 +313,6 @@ pub(crate) struct ServiceCtx<'a> {
     pub(crate) pool: &'a mut Pool,
     pub(crate) store: &'a Store,
     pub(crate) run_id: i64,
-    pub(crate) interrupt: &'a AtomicBool,
 }
 
 impl ServiceCtx<'_> {
@@ -327,11 +332,7 @@ fn alive(ctx: &mut ServiceCtx<'_>, host: &str, name: &str) -> Result<Option<Stri
         .pool
         .agent(host, Role::Server, 0)
         .map_err(|e| e.to_string())?;
-    match agent.request(
-        &Request::ServiceAlive { name: name.into() },
-        QUICK,
-        ctx.interrupt,
-    ) {
+    match agent.request(&Request::ServiceAlive { name: name.into() }, QUICK, &NEVER) {
         Ok(Response::ServiceAlive) => Ok(None),
         Ok(Response::ServiceDied { reason, log }) => Ok(Some(if log.trim().is_empty() {
             reason
@@ -361,7 +362,7 @@ fn prepare(
             service: info.clone(),
         },
         Duration::from_secs(600),
-        ctx.interrupt,
+        &NEVER,
     ) {
         Ok(Response::Prepared { paths }) => Ok(paths),
         Ok(Response::Error { message, .. }) => {
@@ -380,11 +381,7 @@ fn unprepare(ctx: &mut ServiceCtx<'_>, host: &str, paths: Vec<PathBuf>) -> Resul
         .pool
         .agent(host, Role::Server, 0)
         .map_err(|e| e.to_string())?;
-    match agent.request(
-        &Request::Unprepare { paths },
-        QUICK,
-        &AtomicBool::new(false),
-    ) {
+    match agent.request(&Request::Unprepare { paths }, QUICK, &NEVER) {
         Ok(Response::Unprepared) => Ok(()),
         Ok(Response::Error { message, .. }) => Err(message),
         Ok(other) => Err(format!("unexpected answer {other:?}")),
@@ -404,7 +401,7 @@ pub(crate) fn usage(ctx: &mut ServiceCtx<'_>, targets: &[Target]) -> Vec<Option<
                     name: t.info.name.clone(),
                 },
                 QUICK,
-                ctx.interrupt,
+                &NEVER,
             ) {
                 Ok(Response::ServiceUsage { usage }) => Some(usage),
                 _ => None,

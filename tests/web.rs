@@ -1,0 +1,303 @@
+//! `benchlab run` with a managed web server: Debian's nginx started by
+//! benchlab through the server host's agent, driven by `web.load` from two
+//! generator hosts behind one barrier, checked against the server's own
+//! access log; a server killed mid-point; Ctrl-C mid-point. Nothing may be
+//! left behind: no server process, no scratch directory, no journal.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::Scratch;
+
+fn nginx_missing() -> bool {
+    if benchlab_testkit::find_program("nginx").is_none() {
+        benchlab_testkit::missing("nginx (Debian package nginx; scripts/setup.sh installs it)");
+        return true;
+    }
+    false
+}
+
+fn study(s: &Scratch, extra_defaults: &str, clients: &str) -> std::path::PathBuf {
+    let log = s.path("access.log");
+    s.study(
+        "web.toml",
+        &format!(
+            r#"
+[study]
+name = "web"
+description = "nginx under web.load"
+
+[defaults]
+repetitions = 2
+quiesce_s = 0
+warmup_s = 0.2
+{extra_defaults}
+
+[[configuration]]
+name = "nginx"
+description = "Debian's nginx, benchlab's template"
+
+[[host]]
+name = "gen1"
+local = true
+
+[[host]]
+name = "gen2"
+local = true
+
+[[service]]
+name = "web"
+kind = "nginx"
+vars = {{ access_log = "{}" }}
+
+[[workload]]
+kind = "web.load"
+service = "web"
+client = ["gen1", "gen2"]
+clients = {clients}
+dirs = 1
+keep_alive = false
+http_version = "1.0"
+ramp_down_s = 0.1
+"#,
+            log.display()
+        ),
+    )
+}
+
+/// A command for `benchlab` whose scratch directories (the service's)
+/// go into the test's own temporary directory, so that what is left can be
+/// seen.
+fn command(s: &Scratch) -> std::process::Command {
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut c = s.benchlab();
+    c.env("TMPDIR", &tmp);
+    c
+}
+
+/// Nothing left: no nginx of this test, no scratch directory, no journal.
+fn assert_nothing_left(s: &Scratch) {
+    let tmp = s.path("tmp");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ours = nginx_of(&tmp);
+        let left: Vec<_> = std::fs::read_dir(&tmp)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        if ours.is_empty() && left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: nginx {ours:?}, files {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let journals = s.path("state").join("journal");
+    let pending: Vec<_> = std::fs::read_dir(&journals)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(pending.is_empty(), "journals left: {pending:?}");
+}
+
+/// Pids of nginx processes whose command line names a directory under
+/// `dir`.
+fn nginx_of(dir: &Path) -> Vec<i32> {
+    let needle = dir.display().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("nginx") && cmd.contains(&needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Every client side's raw counter, summed over the run's samples.
+fn client_counter(s: &Scratch, name: &str) -> u64 {
+    let db = rusqlite::Connection::open(s.db()).unwrap();
+    let mut st = db
+        .prepare("SELECT result_json FROM side_result WHERE side = 'client'")
+        .unwrap();
+    let rows = st
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(|r| r.unwrap());
+    rows.map(|j| {
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        v["counters"][name].as_u64().unwrap_or(0)
+    })
+    .sum()
+}
+
+#[test]
+fn web_load_against_a_managed_nginx_matches_its_access_log() {
+    if nginx_missing() {
+        return;
+    }
+    let s = Scratch::new();
+    let f = study(&s, "duration_s = 0.6", "[1, 3]");
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The server's own count: one access-log line per answered request,
+    // all 200. The generator drains every request it sent before a point
+    // ends, so nothing is in flight and the counts are equal.
+    let log = std::fs::read_to_string(s.path("access.log")).expect("nginx's access log");
+    let lines: Vec<&str> = log.lines().collect();
+    let responses = client_counter(&s, "total_responses");
+    assert!(responses > 0);
+    assert_eq!(
+        lines.len() as u64,
+        responses,
+        "access-log lines vs benchlab's responses"
+    );
+    assert_eq!(client_counter(&s, "in_flight_at_end"), 0);
+    assert_eq!(client_counter(&s, "total_errors"), 0);
+    assert!(lines.iter().all(|l| l.contains("\" 200 ")), "all 200");
+    // The service was observed around every point.
+    let j = s.json("1");
+    for p in j["points"].as_array().unwrap() {
+        let cpu = p["metrics"]["service_cpu_s"]
+            .as_array()
+            .expect("service CPU");
+        assert_eq!(cpu.len(), 2);
+        assert!(cpu.iter().all(|v| v.as_f64().unwrap() > 0.0), "{p}");
+    }
+    // Its description is stored: version and the configuration verbatim.
+    let db = rusqlite::Connection::open(s.db()).unwrap();
+    let d: String = db
+        .query_row("SELECT description FROM service", [], |r| r.get(0))
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_str(&d).unwrap();
+    assert!(
+        d["version"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("nginx/"),
+        "{d}"
+    );
+    assert!(d["config"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("daemon off;"));
+    assert_nothing_left(&s);
+}
+
+/// Starts a run in the background and returns it with the pid of its
+/// nginx master once that is up.
+// The caller waits for the child it gets back.
+#[allow(clippy::zombie_processes)]
+fn start_and_find_nginx(s: &Scratch, f: &Path) -> (std::process::Child, i32) {
+    let mut child = command(s)
+        .args(["run", f.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // The master is the oldest of the group: the smallest pid whose
+        // parent is not nginx.
+        let pids = nginx_of(&s.path("tmp"));
+        let master = pids.iter().copied().find(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            stat.lines()
+                .find(|l| l.starts_with("PPid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|pp| pp.parse::<i32>().ok())
+                .is_some_and(|pp| !pids.contains(&pp))
+        });
+        if let Some(m) = master {
+            return (child, m);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "nginx never started: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_server_killed_mid_point_fails_that_point_and_the_next_starts_it_again() {
+    if nginx_missing() {
+        return;
+    }
+    let s = Scratch::new();
+    let f = study(&s, "duration_s = 2", "[2, 4]");
+    let (child, master) = start_and_find_nginx(&s, &f);
+    // Into the first point's measured interval.
+    std::thread::sleep(Duration::from_millis(900));
+    // SAFETY: a plain kill(2) of a process this test found.
+    unsafe { libc::kill(master, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "some repetitions failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = s.json("1");
+    let failures = j["failures"].as_array().unwrap();
+    assert!(!failures.is_empty());
+    let reason = failures[0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("went down") && reason.contains("signal 9"),
+        "the server's exit reason: {reason}"
+    );
+    // Later repetitions ran on a server started again.
+    let ok: usize = j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["metrics"]["requests_per_s"]
+                .as_array()
+                .map_or(0, |a| a.len())
+        })
+        .sum();
+    assert!(ok >= 2, "repetitions after the kill ran: {ok}");
+    assert_nothing_left(&s);
+}
+
+#[test]
+fn ctrl_c_mid_point_stops_the_server_and_removes_its_files() {
+    if nginx_missing() {
+        return;
+    }
+    let s = Scratch::new();
+    let f = study(&s, "duration_s = 3", "[2]");
+    let (child, _) = start_and_find_nginx(&s, &f);
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_nothing_left(&s);
+}
