@@ -164,7 +164,8 @@ fn legend(report: &RunReport) -> String {
 }
 
 /// Headline findings from the verdicts: per table and configuration, how
-/// many rows are better, worse or not significantly different.
+/// many rows are better, worse, without a difference beyond the noise, or
+/// inconclusive (never counted as "no difference").
 fn findings(report: &RunReport, o: &mut String) {
     o.push_str("<h2>Headline findings</h2>\n<ul class=\"findings\">\n");
     let mut any = false;
