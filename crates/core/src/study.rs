@@ -799,629 +799,23 @@ impl Study {
         let doc = doc.get_ref();
         cx.check_keys(doc, "", TOP_KEYS)?;
 
-        // [study]
-        let name;
-        let mut description = String::new();
-        let mut order = Order::Sequential;
-        let mut steps = Vec::new();
-        match doc.get("study") {
-            Some(v) => {
-                let t = cx.table(v, "study")?;
-                cx.check_keys(t, "study", STUDY_KEYS)?;
-                match t.get("name") {
-                    Some(n) => name = cx.string(n, "study.name")?,
-                    None => {
-                        return Err(cx.err(
-                            v.span(),
-                            "study.name",
-                            "missing: every study needs a name",
-                        ))
-                    }
-                }
-                if name.trim().is_empty() {
-                    return Err(cx.err(
-                        t.get("name").unwrap().span(),
-                        "study.name",
-                        "must not be empty",
-                    ));
-                }
-                if let Some(d) = t.get("description") {
-                    description = cx.string(d, "study.description")?;
-                }
-                if let Some(o) = t.get("order") {
-                    order = match cx.choice(o, "study.order", ORDERS)?.as_str() {
-                        "interleaved" => Order::Interleaved,
-                        _ => Order::Sequential,
-                    };
-                }
-                if let Some(v) = t.get("step") {
-                    steps = cx.steps(v)?;
-                }
-            }
-            None => {
-                return Err(cx.err(
-                    0..0,
-                    "study",
-                    "missing: a study file needs a [study] table with a name",
-                ))
-            }
-        }
-
-        // [defaults]
-        let mut defaults = Defaults {
-            repetitions: DEFAULT_REPETITIONS,
-            adaptive: None,
-            warmup_s: DEFAULT_WARMUP_S,
-            quiesce_s: DEFAULT_QUIESCE_S,
-            duration_s: DEFAULT_DURATION_S,
-            select: Selection::Median,
-            on_error: OnError::Continue,
-        };
-        if let Some(v) = doc.get("defaults") {
-            let t = cx.table(v, "defaults")?;
-            cx.check_keys(t, "defaults", DEFAULT_KEYS)?;
-            if let Some(x) = t.get("repetitions") {
-                (defaults.repetitions, defaults.adaptive) =
-                    cx.repetitions(x, "defaults.repetitions")?;
-            }
-            if let Some(x) = t.get("warmup_s") {
-                defaults.warmup_s = cx.seconds(x, "defaults.warmup_s")?;
-            }
-            if let Some(x) = t.get("quiesce_s") {
-                defaults.quiesce_s = cx.seconds(x, "defaults.quiesce_s")?;
-            }
-            if let Some(x) = t.get("duration_s") {
-                defaults.duration_s = cx.seconds(x, "defaults.duration_s")?;
-                if defaults.duration_s <= 0.0 {
-                    return Err(cx.err(
-                        x.span(),
-                        "defaults.duration_s",
-                        "must be more than 0 seconds",
-                    ));
-                }
-            }
-            if let Some(x) = t.get("select") {
-                defaults.select = match cx.choice(x, "defaults.select", SELECTIONS)?.as_str() {
-                    "median-run" => Selection::MedianRun,
-                    "median-stddev-run" => Selection::MedianStddevRun,
-                    "mean" => Selection::Mean,
-                    _ => Selection::Median,
-                };
-            }
-            if let Some(x) = t.get("on_error") {
-                defaults.on_error = match cx.choice(x, "defaults.on_error", ON_ERRORS)?.as_str() {
-                    "stop" => OnError::Stop,
-                    _ => OnError::Continue,
-                };
-            }
-        }
-
-        // [[configuration]]
-        let mut configurations = Vec::new();
-        let mut config_sets: Vec<Vec<(String, Val)>> = Vec::new();
-        let mut config_services: Vec<Option<Val>> = Vec::new();
-        if let Some(v) = doc.get("configuration") {
-            let items = match v.get_ref() {
-                DeValue::Array(a) => a,
-                _ => {
-                    return Err(cx.err(
-                        v.span(),
-                        "configuration",
-                        "expected [[configuration]] entries (a list of tables)",
-                    ))
-                }
-            };
-            for (i, item) in items.iter().enumerate() {
-                let path = format!("configuration[{i}]");
-                let t = cx.table(item, &path)?;
-                cx.check_keys(t, &path, CONFIG_KEYS)?;
-                let name = match t.get("name") {
-                    Some(n) => cx.string(n, &format!("{path}.name"))?,
-                    None => {
-                        return Err(cx.err(
-                            item.span(),
-                            &format!("{path}.name"),
-                            "missing: every configuration needs a name",
-                        ))
-                    }
-                };
-                if name.trim().is_empty() {
-                    return Err(cx.err(
-                        t.get("name").unwrap().span(),
-                        &format!("{path}.name"),
-                        "must not be empty",
-                    ));
-                }
-                if configurations
-                    .iter()
-                    .any(|c: &Configuration| c.name == name)
-                {
-                    return Err(cx.err(
-                        t.get("name").unwrap().span(),
-                        &format!("{path}.name"),
-                        format!("configuration `{name}` is defined twice: names must be unique"),
-                    ));
-                }
-                let description = match t.get("description") {
-                    Some(d) => cx.string(d, &format!("{path}.description"))?,
-                    None => String::new(),
-                };
-                let mut sides = [Placement::default(), Placement::default()];
-                for (side, slot) in ["server", "client"].iter().zip(sides.iter_mut()) {
-                    if let Some(p) = t.get(*side) {
-                        *slot = cx.placement(p, &format!("{path}.{side}"))?;
-                    }
-                }
-                let mut set = Vec::new();
-                if let Some(s) = t.get("set") {
-                    let st = cx.table(s, &format!("{path}.set"))?;
-                    for (k, v) in st.iter() {
-                        set.push((k.get_ref().to_string(), v.clone()));
-                    }
-                }
-                config_sets.push(set);
-                config_services.push(t.get("service").cloned());
-                let env = cx.env(t, &path)?;
-                let [server, client] = sides;
-                configurations.push(Configuration {
-                    services: Vec::new(),
-                    name,
-                    description,
-                    server,
-                    client,
-                    env,
-                });
-            }
-        }
-        if configurations.is_empty() {
-            config_services.push(None);
-            configurations.push(Configuration {
-                services: Vec::new(),
-                name: "default".into(),
-                description: "the system as it is".into(),
-                server: Placement::default(),
-                client: Placement::default(),
-                env: EnvSpec::default(),
-            });
-            config_sets.push(Vec::new());
-        }
-
-        // [[host]]
-        let mut hosts: Vec<Host> = Vec::new();
-        if let Some(v) = doc.get("host") {
-            let items = match v.get_ref() {
-                DeValue::Array(a) => a,
-                _ => {
-                    return Err(cx.err(
-                        v.span(),
-                        "host",
-                        "expected [[host]] entries (a list of tables)",
-                    ))
-                }
-            };
-            for (i, item) in items.iter().enumerate() {
-                let path = format!("host[{i}]");
-                let host = cx.host(item, &path)?;
-                if hosts.iter().any(|h| h.name == host.name) {
-                    let span = cx
-                        .table(item, &path)?
-                        .get("name")
-                        .map(|n| n.span())
-                        .unwrap_or(item.span());
-                    return Err(cx.err(
-                        span,
-                        &format!("{path}.name"),
-                        format!(
-                            "host `{}` is defined twice: names must be unique",
-                            host.name
-                        ),
-                    ));
-                }
-                hosts.push(host);
-            }
-        }
-        for name in [DEFAULT_SERVER_HOST, DEFAULT_CLIENT_HOST] {
-            if !hosts.iter().any(|h| h.name == name) {
-                hosts.push(Host {
-                    name: name.to_string(),
-                    transport: Transport::Local,
-                    address: None,
-                    data_port: 0,
-                    benchlab: None,
-                    deploy: false,
-                });
-            }
-        }
+        // One function per section, in dependency order: hosts before the
+        // services that run on them, both before the workloads that use
+        // them.
+        let header = cx.header(doc)?;
+        let defaults = cx.defaults(doc)?;
+        let mut configs = cx.configurations(doc)?;
+        let hosts = cx.hosts(doc)?;
         let host_names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
-
-        // [[service]], then each configuration's view of them.
-        let services = cx.services(
-            doc.get("service"),
-            &host_names,
-            DEFAULT_SERVER_HOST,
-            registry,
-        )?;
-        for (i, (c, over)) in configurations.iter_mut().zip(&config_services).enumerate() {
-            c.services = services.clone();
-            if let Some(v) = over {
-                let path = format!("configuration[{i}].service");
-                for o in cx.service_overrides(v, &path, &services, registry)? {
-                    if let Some(slot) = c.services.iter_mut().find(|s| s.name == o.name) {
-                        *slot = o;
-                    }
-                }
-            }
-        }
-
-        // [[workload]]
-        let items = match doc.get("workload") {
-            Some(v) => match v.get_ref() {
-                DeValue::Array(a) if !a.is_empty() => a,
-                _ => {
-                    return Err(cx.err(
-                        v.span(),
-                        "workload",
-                        "expected [[workload]] entries (a list of tables)",
-                    ))
-                }
-            },
-            None => {
-                return Err(cx.err(
-                    0..0,
-                    "workload",
-                    format!(
-                        "missing: a study needs at least one [[workload]] (kinds: {})",
-                        registry.kinds().join(", ")
-                    ),
-                ))
-            }
-        };
-        let mut workloads: Vec<WorkloadEntry> = Vec::new();
-        let mut used_set_keys = vec![vec![false; 0]; configurations.len()];
-        for (c, set) in config_sets.iter().enumerate() {
-            used_set_keys[c] = vec![false; set.len()];
-        }
-        for (i, item) in items.iter().enumerate() {
-            let path = format!("workload[{i}]");
-            let t = cx.table(item, &path)?;
-            let kind = match t.get("kind") {
-                Some(k) => cx.string(k, &format!("{path}.kind"))?,
-                None => {
-                    return Err(cx.err(
-                        item.span(),
-                        &format!("{path}.kind"),
-                        format!(
-                            "missing: every workload needs a kind (one of {})",
-                            registry.kinds().join(", ")
-                        ),
-                    ))
-                }
-            };
-            let wl: &dyn Workload = match registry.get(&kind) {
-                Some(w) => w,
-                None => {
-                    return Err(cx.err(
-                        t.get("kind").unwrap().span(),
-                        &format!("{path}.kind"),
-                        format!(
-                            "unknown workload `{kind}` (known: {})",
-                            registry.kinds().join(", ")
-                        ),
-                    ))
-                }
-            };
-            let mut allowed: Vec<&str> = WORKLOAD_RESERVED.to_vec();
-            allowed.extend(wl.params().iter().map(|p| p.name));
-            cx.check_keys(t, &path, &allowed)?;
-
-            let name = match t.get("name") {
-                Some(n) => cx.string(n, &format!("{path}.name"))?,
-                None => {
-                    let same = workloads.iter().filter(|w| w.kind == kind).count();
-                    if same == 0 {
-                        kind.clone()
-                    } else {
-                        format!("{kind}#{}", same + 1)
-                    }
-                }
-            };
-            if workloads.iter().any(|w| w.name == name) {
-                return Err(cx.err(
-                    t.get("name").map(|n| n.span()).unwrap_or(item.span()),
-                    &format!("{path}.name"),
-                    format!(
-                        "workload name `{name}` is used twice: give each workload a unique name"
-                    ),
-                ));
-            }
-            let (repetitions, adaptive) = match t.get("repetitions") {
-                Some(r) => cx.repetitions(r, &format!("{path}.repetitions"))?,
-                None => (defaults.repetitions, defaults.adaptive),
-            };
-            let quiesce_s = match t.get("quiesce_s") {
-                Some(q) => cx.seconds(q, &format!("{path}.quiesce_s"))?,
-                None => defaults.quiesce_s,
-            };
-
-            let mut axes = Vec::new();
-            let mut base = Params::default();
-            for spec in wl.params() {
-                let key = format!("{path}.{}", spec.name);
-                match t.get(spec.name) {
-                    Some(v) => {
-                        let values = cx.param_values(v, &key, spec.kind)?;
-                        if values.len() == 1 {
-                            base.set(spec.name, values.into_iter().next().unwrap());
-                        } else {
-                            axes.push((spec.name.to_string(), values));
-                        }
-                    }
-                    None => {
-                        let value = match spec.default {
-                            ParamDefault::Study => match spec.name {
-                                "duration_s" => Some(Value::Float(defaults.duration_s)),
-                                "warmup_s" => Some(Value::Float(defaults.warmup_s)),
-                                other => unreachable!("no study default for `{other}`"),
-                            },
-                            d => Value::from_default(d),
-                        };
-                        if let Some(value) = value {
-                            base.set(spec.name, value);
-                        }
-                    }
-                }
-            }
-            if let Some(Value::Float(d)) = base.get("duration_s") {
-                if *d <= 0.0 {
-                    return Err(cx.err(
-                        t.get("duration_s").map(|v| v.span()).unwrap_or(item.span()),
-                        &format!("{path}.duration_s"),
-                        "must be more than 0 seconds",
-                    ));
-                }
-            }
-            let rows = match t.get("rows") {
-                Some(r) => {
-                    let names: Vec<&str> = wl.params().iter().map(|p| p.name).collect();
-                    cx.choice(r, &format!("{path}.rows"), &names)?
-                }
-                None => {
-                    let default = wl.row_param();
-                    if axes.iter().any(|(n, _)| n == default) || axes.is_empty() {
-                        default.to_string()
-                    } else {
-                        axes.last().unwrap().0.clone()
-                    }
-                }
-            };
-
-            // Configuration overrides for this workload.
-            let mut overrides = Vec::with_capacity(configurations.len());
-            for (c, set) in config_sets.iter().enumerate() {
-                let mut o = Params::default();
-                for (j, (k, v)) in set.iter().enumerate() {
-                    if let Some(spec) = wl.params().iter().find(|p| p.name == k) {
-                        let key = format!("configuration[{c}].set.{k}");
-                        o.set(k, cx.scalar(v, &key, spec.kind)?);
-                        used_set_keys[c][j] = true;
-                    }
-                }
-                overrides.push(o);
-            }
-
-            let host_key = |key: &str| -> Result<Option<String>, StudyError> {
-                match t.get(key) {
-                    None => Ok(None),
-                    Some(v) => cx
-                        .choice(v, &format!("{path}.{key}"), &host_names)
-                        .map(Some),
-                }
-            };
-            let client_hosts = match t.get("client") {
-                None => vec![DEFAULT_CLIENT_HOST.to_string()],
-                Some(v) => {
-                    let key = format!("{path}.client");
-                    match v.get_ref() {
-                        DeValue::Array(list) => {
-                            if list.is_empty() {
-                                return Err(cx.err(
-                                    v.span(),
-                                    &key,
-                                    format!(
-                                        "expected a host name or a non-empty list of them (hosts: {})",
-                                        quoted_list(&host_names)
-                                    ),
-                                ));
-                            }
-                            if list.len() > 1 && !wl.clients_axis() {
-                                return Err(cx.err(
-                                    v.span(),
-                                    &key,
-                                    format!(
-                                        "`{kind}` runs one client per target: several client hosts need a workload with a clients axis"
-                                    ),
-                                ));
-                            }
-                            let mut out: Vec<String> = Vec::new();
-                            for (j, x) in list.iter().enumerate() {
-                                let name = cx.choice(x, &format!("{key}[{j}]"), &host_names)?;
-                                if out.contains(&name) {
-                                    return Err(cx.err(
-                                        x.span(),
-                                        &format!("{key}[{j}]"),
-                                        format!("`{name}` is listed twice"),
-                                    ));
-                                }
-                                out.push(name);
-                            }
-                            out
-                        }
-                        _ => vec![cx.choice(v, &key, &host_names)?],
-                    }
-                }
-            };
-            let client = client_hosts[0].clone();
-            let servers = match (t.get("targets"), host_key("server")?) {
-                (Some(v), None) => {
-                    let key = format!("{path}.targets");
-                    let list = match v.get_ref() {
-                        DeValue::Array(a) if !a.is_empty() => a,
-                        _ => {
-                            return Err(cx.err(
-                                v.span(),
-                                &key,
-                                format!(
-                                    "expected a non-empty list of host names (hosts: {})",
-                                    quoted_list(&host_names)
-                                ),
-                            ))
-                        }
-                    };
-                    let mut out: Vec<String> = Vec::new();
-                    for (j, x) in list.iter().enumerate() {
-                        let name = cx.choice(x, &format!("{key}[{j}]"), &host_names)?;
-                        if out.contains(&name) {
-                            return Err(cx.err(
-                                x.span(),
-                                &format!("{key}[{j}]"),
-                                format!("`{name}` is listed twice"),
-                            ));
-                        }
-                        out.push(name);
-                    }
-                    out
-                }
-                (Some(v), Some(_)) => {
-                    return Err(cx.err(
-                        v.span(),
-                        &format!("{path}.targets"),
-                        "give either `server` (one host) or `targets` (several), not both",
-                    ))
-                }
-                (None, server) => vec![server.unwrap_or_else(|| DEFAULT_SERVER_HOST.to_string())],
-            };
-            // A workload that drives a real server: its services are its
-            // targets, and their hosts the server hosts.
-            let mut servers = servers;
-            let service_names = match t.get("service") {
-                None => Vec::new(),
-                Some(v) => {
-                    let key = format!("{path}.service");
-                    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
-                    if wl.server_side() != ServerSide::Service {
-                        return Err(cx.err(
-                            v.span(),
-                            &key,
-                            format!("`{kind}` runs its own server side: `service` is for workloads that drive a real server"),
-                        ));
-                    }
-                    let list: Vec<&Val> = match v.get_ref() {
-                        DeValue::Array(a) if !a.is_empty() => a.iter().collect(),
-                        DeValue::Array(_) => {
-                            return Err(cx.err(
-                                v.span(),
-                                &key,
-                                "expected a service name or a non-empty list of them",
-                            ))
-                        }
-                        _ => vec![v],
-                    };
-                    let mut out: Vec<String> = Vec::new();
-                    for (j, x) in list.into_iter().enumerate() {
-                        let k = if matches!(v.get_ref(), DeValue::Array(_)) {
-                            format!("{key}[{j}]")
-                        } else {
-                            key.clone()
-                        };
-                        let name = cx.choice(x, &k, &names)?;
-                        let host = &services
-                            .iter()
-                            .find(|s| s.name == name)
-                            .expect("chosen")
-                            .host;
-                        if out.contains(&name)
-                            || out.iter().any(|o| {
-                                &services.iter().find(|s| &s.name == o).expect("chosen").host
-                                    == host
-                            })
-                        {
-                            return Err(cx.err(
-                                x.span(),
-                                &k,
-                                format!("`{name}` is listed twice, or shares its host with another listed service (each target is one host)"),
-                            ));
-                        }
-                        out.push(name);
-                    }
-                    out
-                }
-            };
-            if wl.server_side() == ServerSide::Service {
-                if service_names.is_empty() {
-                    return Err(cx.err(
-                        item.span(),
-                        &format!("{path}.service"),
-                        format!("missing: `{kind}` drives a real server: name its [[service]] (service = \"NAME\")"),
-                    ));
-                }
-                for key in ["server", "targets"] {
-                    if let Some(v) = t.get(key) {
-                        return Err(cx.err(
-                            v.span(),
-                            &format!("{path}.{key}"),
-                            "a service workload's targets are its services' hosts: give `service` instead",
-                        ));
-                    }
-                }
-                servers = service_names
-                    .iter()
-                    .map(|n| {
-                        services
-                            .iter()
-                            .find(|s| &s.name == n)
-                            .expect("chosen")
-                            .host
-                            .clone()
-                    })
-                    .collect();
-            }
-            let entry = WorkloadEntry {
-                services: service_names,
-                name,
-                kind,
-                repetitions,
-                adaptive,
-                quiesce_s,
-                rows,
-                axes,
-                base,
-                overrides,
-                servers,
-                client,
-                client_hosts,
-            };
-
-            // Stage two: every expanded point must satisfy the workload's own rules.
-            for point in entry.points() {
-                for o in &entry.overrides {
-                    let mut p = point.clone();
-                    p.0.extend(o.0.clone());
-                    if let Err((key, msg)) = wl.validate(&p) {
-                        let span = t.get(key.as_str()).map(|v| v.span()).unwrap_or(item.span());
-                        return Err(cx.err(span, &format!("{path}.{key}"), msg));
-                    }
-                }
-            }
-            workloads.push(entry);
-        }
-        for (c, set) in config_sets.iter().enumerate() {
-            for (j, (k, v)) in set.iter().enumerate() {
-                if !used_set_keys[c][j] {
-                    return Err(cx.err(v.span(), &format!("configuration[{c}].set.{k}"), "no workload of this study has this parameter, so setting it would change nothing"));
-                }
-            }
-        }
-
+        let services = cx.configured_services(doc, &host_names, &mut configs, registry)?;
+        let workloads = cx.workloads(doc, &defaults, &configs, &host_names, &services, registry)?;
+        let Header {
+            name,
+            description,
+            order,
+            steps,
+        } = header;
+        let configurations = configs.list;
         Ok(Study {
             file: file.to_string(),
             text: text.to_string(),
@@ -1899,5 +1293,699 @@ impl WorkloadEntry {
         } else {
             parts.join(" ")
         }
+    }
+}
+
+/// `[study]`'s values.
+struct Header {
+    name: String,
+    description: String,
+    order: Order,
+    steps: Vec<Step>,
+}
+
+/// `[[configuration]]`s with what later sections complete: their `set`
+/// tables (checked against the workloads' parameters) and `service`
+/// overrides (checked against the services).
+struct Configs<'i> {
+    list: Vec<Configuration>,
+    sets: Vec<Vec<(String, Val<'i>)>>,
+    services: Vec<Option<Val<'i>>>,
+}
+
+impl Ctx<'_> {
+    /// `[study]`.
+    fn header(&self, doc: &Tab) -> Result<Header, StudyError> {
+        let name;
+        let mut description = String::new();
+        let mut order = Order::Sequential;
+        let mut steps = Vec::new();
+        match doc.get("study") {
+            Some(v) => {
+                let t = self.table(v, "study")?;
+                self.check_keys(t, "study", STUDY_KEYS)?;
+                match t.get("name") {
+                    Some(n) => name = self.string(n, "study.name")?,
+                    None => {
+                        return Err(self.err(
+                            v.span(),
+                            "study.name",
+                            "missing: every study needs a name",
+                        ))
+                    }
+                }
+                if name.trim().is_empty() {
+                    return Err(self.err(
+                        t.get("name").unwrap().span(),
+                        "study.name",
+                        "must not be empty",
+                    ));
+                }
+                if let Some(d) = t.get("description") {
+                    description = self.string(d, "study.description")?;
+                }
+                if let Some(o) = t.get("order") {
+                    order = match self.choice(o, "study.order", ORDERS)?.as_str() {
+                        "interleaved" => Order::Interleaved,
+                        _ => Order::Sequential,
+                    };
+                }
+                if let Some(v) = t.get("step") {
+                    steps = self.steps(v)?;
+                }
+            }
+            None => {
+                return Err(self.err(
+                    0..0,
+                    "study",
+                    "missing: a study file needs a [study] table with a name",
+                ))
+            }
+        }
+
+        Ok(Header {
+            name,
+            description,
+            order,
+            steps,
+        })
+    }
+
+    /// `[defaults]`.
+    fn defaults(&self, doc: &Tab) -> Result<Defaults, StudyError> {
+        let mut defaults = Defaults {
+            repetitions: DEFAULT_REPETITIONS,
+            adaptive: None,
+            warmup_s: DEFAULT_WARMUP_S,
+            quiesce_s: DEFAULT_QUIESCE_S,
+            duration_s: DEFAULT_DURATION_S,
+            select: Selection::Median,
+            on_error: OnError::Continue,
+        };
+        if let Some(v) = doc.get("defaults") {
+            let t = self.table(v, "defaults")?;
+            self.check_keys(t, "defaults", DEFAULT_KEYS)?;
+            if let Some(x) = t.get("repetitions") {
+                (defaults.repetitions, defaults.adaptive) =
+                    self.repetitions(x, "defaults.repetitions")?;
+            }
+            if let Some(x) = t.get("warmup_s") {
+                defaults.warmup_s = self.seconds(x, "defaults.warmup_s")?;
+            }
+            if let Some(x) = t.get("quiesce_s") {
+                defaults.quiesce_s = self.seconds(x, "defaults.quiesce_s")?;
+            }
+            if let Some(x) = t.get("duration_s") {
+                defaults.duration_s = self.seconds(x, "defaults.duration_s")?;
+                if defaults.duration_s <= 0.0 {
+                    return Err(self.err(
+                        x.span(),
+                        "defaults.duration_s",
+                        "must be more than 0 seconds",
+                    ));
+                }
+            }
+            if let Some(x) = t.get("select") {
+                defaults.select = match self.choice(x, "defaults.select", SELECTIONS)?.as_str() {
+                    "median-run" => Selection::MedianRun,
+                    "median-stddev-run" => Selection::MedianStddevRun,
+                    "mean" => Selection::Mean,
+                    _ => Selection::Median,
+                };
+            }
+            if let Some(x) = t.get("on_error") {
+                defaults.on_error = match self.choice(x, "defaults.on_error", ON_ERRORS)?.as_str() {
+                    "stop" => OnError::Stop,
+                    _ => OnError::Continue,
+                };
+            }
+        }
+
+        Ok(defaults)
+    }
+
+    /// `[[configuration]]` (a default one when there is none).
+    fn configurations<'i>(&self, doc: &Tab<'i>) -> Result<Configs<'i>, StudyError> {
+        let mut configurations = Vec::new();
+        let mut config_sets: Vec<Vec<(String, Val)>> = Vec::new();
+        let mut config_services: Vec<Option<Val>> = Vec::new();
+        if let Some(v) = doc.get("configuration") {
+            let items = match v.get_ref() {
+                DeValue::Array(a) => a,
+                _ => {
+                    return Err(self.err(
+                        v.span(),
+                        "configuration",
+                        "expected [[configuration]] entries (a list of tables)",
+                    ))
+                }
+            };
+            for (i, item) in items.iter().enumerate() {
+                let path = format!("configuration[{i}]");
+                let t = self.table(item, &path)?;
+                self.check_keys(t, &path, CONFIG_KEYS)?;
+                let name = match t.get("name") {
+                    Some(n) => self.string(n, &format!("{path}.name"))?,
+                    None => {
+                        return Err(self.err(
+                            item.span(),
+                            &format!("{path}.name"),
+                            "missing: every configuration needs a name",
+                        ))
+                    }
+                };
+                if name.trim().is_empty() {
+                    return Err(self.err(
+                        t.get("name").unwrap().span(),
+                        &format!("{path}.name"),
+                        "must not be empty",
+                    ));
+                }
+                if configurations
+                    .iter()
+                    .any(|c: &Configuration| c.name == name)
+                {
+                    return Err(self.err(
+                        t.get("name").unwrap().span(),
+                        &format!("{path}.name"),
+                        format!("configuration `{name}` is defined twice: names must be unique"),
+                    ));
+                }
+                let description = match t.get("description") {
+                    Some(d) => self.string(d, &format!("{path}.description"))?,
+                    None => String::new(),
+                };
+                let mut sides = [Placement::default(), Placement::default()];
+                for (side, slot) in ["server", "client"].iter().zip(sides.iter_mut()) {
+                    if let Some(p) = t.get(*side) {
+                        *slot = self.placement(p, &format!("{path}.{side}"))?;
+                    }
+                }
+                let mut set = Vec::new();
+                if let Some(s) = t.get("set") {
+                    let st = self.table(s, &format!("{path}.set"))?;
+                    for (k, v) in st.iter() {
+                        set.push((k.get_ref().to_string(), v.clone()));
+                    }
+                }
+                config_sets.push(set);
+                config_services.push(t.get("service").cloned());
+                let env = self.env(t, &path)?;
+                let [server, client] = sides;
+                configurations.push(Configuration {
+                    services: Vec::new(),
+                    name,
+                    description,
+                    server,
+                    client,
+                    env,
+                });
+            }
+        }
+        if configurations.is_empty() {
+            config_services.push(None);
+            configurations.push(Configuration {
+                services: Vec::new(),
+                name: "default".into(),
+                description: "the system as it is".into(),
+                server: Placement::default(),
+                client: Placement::default(),
+                env: EnvSpec::default(),
+            });
+            config_sets.push(Vec::new());
+        }
+
+        Ok(Configs {
+            list: configurations,
+            sets: config_sets,
+            services: config_services,
+        })
+    }
+
+    /// `[[host]]`, plus the local `sut` and `generator` when not defined.
+    fn hosts(&self, doc: &Tab) -> Result<Vec<Host>, StudyError> {
+        let mut hosts: Vec<Host> = Vec::new();
+        if let Some(v) = doc.get("host") {
+            let items = match v.get_ref() {
+                DeValue::Array(a) => a,
+                _ => {
+                    return Err(self.err(
+                        v.span(),
+                        "host",
+                        "expected [[host]] entries (a list of tables)",
+                    ))
+                }
+            };
+            for (i, item) in items.iter().enumerate() {
+                let path = format!("host[{i}]");
+                let host = self.host(item, &path)?;
+                if hosts.iter().any(|h| h.name == host.name) {
+                    let span = self
+                        .table(item, &path)?
+                        .get("name")
+                        .map(|n| n.span())
+                        .unwrap_or(item.span());
+                    return Err(self.err(
+                        span,
+                        &format!("{path}.name"),
+                        format!(
+                            "host `{}` is defined twice: names must be unique",
+                            host.name
+                        ),
+                    ));
+                }
+                hosts.push(host);
+            }
+        }
+        for name in [DEFAULT_SERVER_HOST, DEFAULT_CLIENT_HOST] {
+            if !hosts.iter().any(|h| h.name == name) {
+                hosts.push(Host {
+                    name: name.to_string(),
+                    transport: Transport::Local,
+                    address: None,
+                    data_port: 0,
+                    benchlab: None,
+                    deploy: false,
+                });
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// `[[service]]`, and each configuration's view of the services (its
+    /// `service.NAME` overrides applied).
+    fn configured_services(
+        &self,
+        doc: &Tab,
+        host_names: &[&str],
+        configs: &mut Configs,
+        registry: &Registry,
+    ) -> Result<Vec<ServiceDecl>, StudyError> {
+        let configurations = &mut configs.list;
+        let config_services = &configs.services;
+        let services = self.services(
+            doc.get("service"),
+            &host_names,
+            DEFAULT_SERVER_HOST,
+            registry,
+        )?;
+        for (i, (c, over)) in configurations.iter_mut().zip(config_services).enumerate() {
+            c.services = services.clone();
+            if let Some(v) = over {
+                let path = format!("configuration[{i}].service");
+                for o in self.service_overrides(v, &path, &services, registry)? {
+                    if let Some(slot) = c.services.iter_mut().find(|s| s.name == o.name) {
+                        *slot = o;
+                    }
+                }
+            }
+        }
+
+        Ok(services)
+    }
+
+    /// `[[workload]]`: each validated against its workload's option table
+    /// and rules, with every configuration's `set` applied; a `set` key no
+    /// workload has is an error.
+    fn workloads(
+        &self,
+        doc: &Tab,
+        defaults: &Defaults,
+        configs: &Configs,
+        host_names: &[&str],
+        services: &[ServiceDecl],
+        registry: &Registry,
+    ) -> Result<Vec<WorkloadEntry>, StudyError> {
+        let configurations = &configs.list;
+        let config_sets = &configs.sets;
+        let items = match doc.get("workload") {
+            Some(v) => match v.get_ref() {
+                DeValue::Array(a) if !a.is_empty() => a,
+                _ => {
+                    return Err(self.err(
+                        v.span(),
+                        "workload",
+                        "expected [[workload]] entries (a list of tables)",
+                    ))
+                }
+            },
+            None => {
+                return Err(self.err(
+                    0..0,
+                    "workload",
+                    format!(
+                        "missing: a study needs at least one [[workload]] (kinds: {})",
+                        registry.kinds().join(", ")
+                    ),
+                ))
+            }
+        };
+        let mut workloads: Vec<WorkloadEntry> = Vec::new();
+        let mut used_set_keys = vec![vec![false; 0]; configurations.len()];
+        for (c, set) in config_sets.iter().enumerate() {
+            used_set_keys[c] = vec![false; set.len()];
+        }
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("workload[{i}]");
+            let t = self.table(item, &path)?;
+            let kind = match t.get("kind") {
+                Some(k) => self.string(k, &format!("{path}.kind"))?,
+                None => {
+                    return Err(self.err(
+                        item.span(),
+                        &format!("{path}.kind"),
+                        format!(
+                            "missing: every workload needs a kind (one of {})",
+                            registry.kinds().join(", ")
+                        ),
+                    ))
+                }
+            };
+            let wl: &dyn Workload = match registry.get(&kind) {
+                Some(w) => w,
+                None => {
+                    return Err(self.err(
+                        t.get("kind").unwrap().span(),
+                        &format!("{path}.kind"),
+                        format!(
+                            "unknown workload `{kind}` (known: {})",
+                            registry.kinds().join(", ")
+                        ),
+                    ))
+                }
+            };
+            let mut allowed: Vec<&str> = WORKLOAD_RESERVED.to_vec();
+            allowed.extend(wl.params().iter().map(|p| p.name));
+            self.check_keys(t, &path, &allowed)?;
+
+            let name = match t.get("name") {
+                Some(n) => self.string(n, &format!("{path}.name"))?,
+                None => {
+                    let same = workloads.iter().filter(|w| w.kind == kind).count();
+                    if same == 0 {
+                        kind.clone()
+                    } else {
+                        format!("{kind}#{}", same + 1)
+                    }
+                }
+            };
+            if workloads.iter().any(|w| w.name == name) {
+                return Err(self.err(
+                    t.get("name").map(|n| n.span()).unwrap_or(item.span()),
+                    &format!("{path}.name"),
+                    format!(
+                        "workload name `{name}` is used twice: give each workload a unique name"
+                    ),
+                ));
+            }
+            let (repetitions, adaptive) = match t.get("repetitions") {
+                Some(r) => self.repetitions(r, &format!("{path}.repetitions"))?,
+                None => (defaults.repetitions, defaults.adaptive),
+            };
+            let quiesce_s = match t.get("quiesce_s") {
+                Some(q) => self.seconds(q, &format!("{path}.quiesce_s"))?,
+                None => defaults.quiesce_s,
+            };
+
+            let mut axes = Vec::new();
+            let mut base = Params::default();
+            for spec in wl.params() {
+                let key = format!("{path}.{}", spec.name);
+                match t.get(spec.name) {
+                    Some(v) => {
+                        let values = self.param_values(v, &key, spec.kind)?;
+                        if values.len() == 1 {
+                            base.set(spec.name, values.into_iter().next().unwrap());
+                        } else {
+                            axes.push((spec.name.to_string(), values));
+                        }
+                    }
+                    None => {
+                        let value = match spec.default {
+                            ParamDefault::Study => match spec.name {
+                                "duration_s" => Some(Value::Float(defaults.duration_s)),
+                                "warmup_s" => Some(Value::Float(defaults.warmup_s)),
+                                other => unreachable!("no study default for `{other}`"),
+                            },
+                            d => Value::from_default(d),
+                        };
+                        if let Some(value) = value {
+                            base.set(spec.name, value);
+                        }
+                    }
+                }
+            }
+            if let Some(Value::Float(d)) = base.get("duration_s") {
+                if *d <= 0.0 {
+                    return Err(self.err(
+                        t.get("duration_s").map(|v| v.span()).unwrap_or(item.span()),
+                        &format!("{path}.duration_s"),
+                        "must be more than 0 seconds",
+                    ));
+                }
+            }
+            let rows = match t.get("rows") {
+                Some(r) => {
+                    let names: Vec<&str> = wl.params().iter().map(|p| p.name).collect();
+                    self.choice(r, &format!("{path}.rows"), &names)?
+                }
+                None => {
+                    let default = wl.row_param();
+                    if axes.iter().any(|(n, _)| n == default) || axes.is_empty() {
+                        default.to_string()
+                    } else {
+                        axes.last().unwrap().0.clone()
+                    }
+                }
+            };
+
+            // Configuration overrides for this workload.
+            let mut overrides = Vec::with_capacity(configurations.len());
+            for (c, set) in config_sets.iter().enumerate() {
+                let mut o = Params::default();
+                for (j, (k, v)) in set.iter().enumerate() {
+                    if let Some(spec) = wl.params().iter().find(|p| p.name == k) {
+                        let key = format!("configuration[{c}].set.{k}");
+                        o.set(k, self.scalar(v, &key, spec.kind)?);
+                        used_set_keys[c][j] = true;
+                    }
+                }
+                overrides.push(o);
+            }
+
+            let host_key = |key: &str| -> Result<Option<String>, StudyError> {
+                match t.get(key) {
+                    None => Ok(None),
+                    Some(v) => self
+                        .choice(v, &format!("{path}.{key}"), &host_names)
+                        .map(Some),
+                }
+            };
+            let client_hosts = match t.get("client") {
+                None => vec![DEFAULT_CLIENT_HOST.to_string()],
+                Some(v) => {
+                    let key = format!("{path}.client");
+                    match v.get_ref() {
+                        DeValue::Array(list) => {
+                            if list.is_empty() {
+                                return Err(self.err(
+                                    v.span(),
+                                    &key,
+                                    format!(
+                                        "expected a host name or a non-empty list of them (hosts: {})",
+                                        quoted_list(&host_names)
+                                    ),
+                                ));
+                            }
+                            if list.len() > 1 && !wl.clients_axis() {
+                                return Err(self.err(
+                                    v.span(),
+                                    &key,
+                                    format!(
+                                        "`{kind}` runs one client per target: several client hosts need a workload with a clients axis"
+                                    ),
+                                ));
+                            }
+                            let mut out: Vec<String> = Vec::new();
+                            for (j, x) in list.iter().enumerate() {
+                                let name = self.choice(x, &format!("{key}[{j}]"), &host_names)?;
+                                if out.contains(&name) {
+                                    return Err(self.err(
+                                        x.span(),
+                                        &format!("{key}[{j}]"),
+                                        format!("`{name}` is listed twice"),
+                                    ));
+                                }
+                                out.push(name);
+                            }
+                            out
+                        }
+                        _ => vec![self.choice(v, &key, &host_names)?],
+                    }
+                }
+            };
+            let client = client_hosts[0].clone();
+            let servers = match (t.get("targets"), host_key("server")?) {
+                (Some(v), None) => {
+                    let key = format!("{path}.targets");
+                    let list = match v.get_ref() {
+                        DeValue::Array(a) if !a.is_empty() => a,
+                        _ => {
+                            return Err(self.err(
+                                v.span(),
+                                &key,
+                                format!(
+                                    "expected a non-empty list of host names (hosts: {})",
+                                    quoted_list(&host_names)
+                                ),
+                            ))
+                        }
+                    };
+                    let mut out: Vec<String> = Vec::new();
+                    for (j, x) in list.iter().enumerate() {
+                        let name = self.choice(x, &format!("{key}[{j}]"), &host_names)?;
+                        if out.contains(&name) {
+                            return Err(self.err(
+                                x.span(),
+                                &format!("{key}[{j}]"),
+                                format!("`{name}` is listed twice"),
+                            ));
+                        }
+                        out.push(name);
+                    }
+                    out
+                }
+                (Some(v), Some(_)) => {
+                    return Err(self.err(
+                        v.span(),
+                        &format!("{path}.targets"),
+                        "give either `server` (one host) or `targets` (several), not both",
+                    ))
+                }
+                (None, server) => vec![server.unwrap_or_else(|| DEFAULT_SERVER_HOST.to_string())],
+            };
+            // A workload that drives a real server: its services are its
+            // targets, and their hosts the server hosts.
+            let mut servers = servers;
+            let service_names = match t.get("service") {
+                None => Vec::new(),
+                Some(v) => {
+                    let key = format!("{path}.service");
+                    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+                    if wl.server_side() != ServerSide::Service {
+                        return Err(self.err(
+                            v.span(),
+                            &key,
+                            format!("`{kind}` runs its own server side: `service` is for workloads that drive a real server"),
+                        ));
+                    }
+                    let list: Vec<&Val> = match v.get_ref() {
+                        DeValue::Array(a) if !a.is_empty() => a.iter().collect(),
+                        DeValue::Array(_) => {
+                            return Err(self.err(
+                                v.span(),
+                                &key,
+                                "expected a service name or a non-empty list of them",
+                            ))
+                        }
+                        _ => vec![v],
+                    };
+                    let mut out: Vec<String> = Vec::new();
+                    for (j, x) in list.into_iter().enumerate() {
+                        let k = if matches!(v.get_ref(), DeValue::Array(_)) {
+                            format!("{key}[{j}]")
+                        } else {
+                            key.clone()
+                        };
+                        let name = self.choice(x, &k, &names)?;
+                        let host = &services
+                            .iter()
+                            .find(|s| s.name == name)
+                            .expect("chosen")
+                            .host;
+                        if out.contains(&name)
+                            || out.iter().any(|o| {
+                                &services.iter().find(|s| &s.name == o).expect("chosen").host
+                                    == host
+                            })
+                        {
+                            return Err(self.err(
+                                x.span(),
+                                &k,
+                                format!("`{name}` is listed twice, or shares its host with another listed service (each target is one host)"),
+                            ));
+                        }
+                        out.push(name);
+                    }
+                    out
+                }
+            };
+            if wl.server_side() == ServerSide::Service {
+                if service_names.is_empty() {
+                    return Err(self.err(
+                        item.span(),
+                        &format!("{path}.service"),
+                        format!("missing: `{kind}` drives a real server: name its [[service]] (service = \"NAME\")"),
+                    ));
+                }
+                for key in ["server", "targets"] {
+                    if let Some(v) = t.get(key) {
+                        return Err(self.err(
+                            v.span(),
+                            &format!("{path}.{key}"),
+                            "a service workload's targets are its services' hosts: give `service` instead",
+                        ));
+                    }
+                }
+                servers = service_names
+                    .iter()
+                    .map(|n| {
+                        services
+                            .iter()
+                            .find(|s| &s.name == n)
+                            .expect("chosen")
+                            .host
+                            .clone()
+                    })
+                    .collect();
+            }
+            let entry = WorkloadEntry {
+                services: service_names,
+                name,
+                kind,
+                repetitions,
+                adaptive,
+                quiesce_s,
+                rows,
+                axes,
+                base,
+                overrides,
+                servers,
+                client,
+                client_hosts,
+            };
+
+            // Stage two: every expanded point must satisfy the workload's own rules.
+            for point in entry.points() {
+                for o in &entry.overrides {
+                    let mut p = point.clone();
+                    p.0.extend(o.0.clone());
+                    if let Err((key, msg)) = wl.validate(&p) {
+                        let span = t.get(key.as_str()).map(|v| v.span()).unwrap_or(item.span());
+                        return Err(self.err(span, &format!("{path}.{key}"), msg));
+                    }
+                }
+            }
+            workloads.push(entry);
+        }
+        for (c, set) in config_sets.iter().enumerate() {
+            for (j, (k, v)) in set.iter().enumerate() {
+                if !used_set_keys[c][j] {
+                    return Err(self.err(v.span(), &format!("configuration[{c}].set.{k}"), "no workload of this study has this parameter, so setting it would change nothing"));
+                }
+            }
+        }
+
+        Ok(workloads)
     }
 }
