@@ -1585,7 +1585,7 @@ impl Ctx<'_> {
         let config_services = &configs.services;
         let services = self.services(
             doc.get("service"),
-            &host_names,
+            host_names,
             DEFAULT_SERVER_HOST,
             registry,
         )?;
@@ -1793,7 +1793,7 @@ impl Ctx<'_> {
                                     &key,
                                     format!(
                                         "expected a host name or a non-empty list of them (hosts: {})",
-                                        quoted_list(&host_names)
+                                        quoted_list(host_names)
                                     ),
                                 ));
                             }
@@ -1808,7 +1808,7 @@ impl Ctx<'_> {
                             }
                             let mut out: Vec<String> = Vec::new();
                             for (j, x) in list.iter().enumerate() {
-                                let name = self.choice(x, &format!("{key}[{j}]"), &host_names)?;
+                                let name = self.choice(x, &format!("{key}[{j}]"), host_names)?;
                                 if out.contains(&name) {
                                     return Err(self.err(
                                         x.span(),
@@ -1820,7 +1820,7 @@ impl Ctx<'_> {
                             }
                             out
                         }
-                        _ => vec![self.choice(v, &key, &host_names)?],
+                        _ => vec![self.choice(v, &key, host_names)?],
                     }
                 }
             };
@@ -1836,14 +1836,14 @@ impl Ctx<'_> {
                                 &key,
                                 format!(
                                     "expected a non-empty list of host names (hosts: {})",
-                                    quoted_list(&host_names)
+                                    quoted_list(host_names)
                                 ),
                             ))
                         }
                     };
                     let mut out: Vec<String> = Vec::new();
                     for (j, x) in list.iter().enumerate() {
-                        let name = self.choice(x, &format!("{key}[{j}]"), &host_names)?;
+                        let name = self.choice(x, &format!("{key}[{j}]"), host_names)?;
                         if out.contains(&name) {
                             return Err(self.err(
                                 x.span(),
