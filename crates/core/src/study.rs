@@ -1777,7 +1777,7 @@ impl Ctx<'_> {
                 match t.get(key) {
                     None => Ok(None),
                     Some(v) => self
-                        .choice(v, &format!("{path}.{key}"), &host_names)
+                        .choice(v, &format!("{path}.{key}"), host_names)
                         .map(Some),
                 }
             };
