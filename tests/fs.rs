@@ -153,7 +153,8 @@ image_size = "320MiB"
         "Writer report",
         "Re-Fread report",
         "Average file system I/O performance",
-        "geometric mean over the patterns and cells",
+        "geometric mean over the cells of each matrix",
+        "Geometric mean over the patterns (KiB/s)",
         "stdio never uses O_DIRECT",
     ] {
         assert!(show.contains(want), "`{want}` missing from:\n{show}");

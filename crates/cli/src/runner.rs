@@ -851,6 +851,7 @@ pub(crate) fn report(
         &store.points(run_id)?,
         &store.samples(run_id)?,
         &store.hosts(run_id)?,
+        &crate::report_cmd::measurement_notes,
     );
     r.settings = settings_changed(store, &study, run_id)?;
     Ok(r)

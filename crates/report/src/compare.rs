@@ -165,6 +165,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .collect(),
         events: Vec::new(),
         latency: Vec::new(),
+        views: Vec::new(),
     }
 }
 

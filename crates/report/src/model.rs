@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 
 use benchlab_core::study::{Selection, Study};
-use benchlab_core::{Better, Registry, Value};
+use benchlab_core::{Better, ParamKind, Registry, Value};
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
 use serde::{Deserialize, Serialize};
+
+use crate::views::{self, MetricInfo, Notes, View, WorkloadPlan};
 
 /// The noise band within which a difference is not called real, in %.
 pub const NOISE_PCT: f64 = stats::DEFAULT_NOISE_PCT;
@@ -292,6 +294,48 @@ pub struct RunReport {
     /// workloads that record histograms), for the HTML charts.
     #[serde(default)]
     pub latency: Vec<LatencyView>,
+    /// The matrix and curve views the workloads declare (their table
+    /// views are [`RunReport::tables`]).
+    #[serde(default)]
+    pub views: Vec<View>,
+}
+
+/// Each workload's plan from the registry: its views and metrics as it
+/// declares them for the parameters of its first point (the study's
+/// single values when it has none).
+pub fn plans(study: &Study, registry: &Registry, points: &[PointRow]) -> Vec<WorkloadPlan> {
+    study
+        .workloads
+        .iter()
+        .enumerate()
+        .filter_map(|(w, entry)| {
+            let wl = registry.get(&entry.kind)?;
+            let params = points
+                .iter()
+                .find(|p| p.workload_idx == w)
+                .map(|p| &p.params)
+                .unwrap_or(&entry.base);
+            let mut metrics: Vec<MetricInfo> =
+                wl.metrics(params).iter().map(MetricInfo::from).collect();
+            for m in wl.table_metrics(params) {
+                if !metrics.iter().any(|x| x.name == m.name) {
+                    metrics.push(MetricInfo::from(&m));
+                }
+            }
+            Some(WorkloadPlan {
+                workload: entry.name.clone(),
+                kind: entry.kind.clone(),
+                views: wl.views(params),
+                metrics,
+                byte_params: wl
+                    .params()
+                    .iter()
+                    .filter(|p| p.kind == ParamKind::Bytes)
+                    .map(|p| p.name.to_string())
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 /// The repetition rule of a study, in words.
@@ -335,7 +379,7 @@ pub fn repetition_rule(study: &Study) -> String {
 /// The quoted figure of a cell and its interval. `stddevs`, aligned with
 /// `values`, are each repetition's standard deviation, for
 /// [`Selection::MedianStddevRun`].
-fn quoted(
+pub(crate) fn quoted(
     values: &[f64],
     stddevs: Option<&[f64]>,
     selection: Selection,
@@ -388,7 +432,9 @@ fn sort_key(v: Option<&Value>) -> (f64, String) {
 }
 
 /// Builds the report of a run. `study` is the run's study file, parsed
-/// again with the same registry.
+/// again with the same registry; `notes` says how the figures of a view's
+/// points were obtained.
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     run: &RunRow,
     study: &Study,
@@ -397,7 +443,9 @@ pub fn build(
     points: &[PointRow],
     samples: &[SampleRow],
     hosts: &[HostRow],
+    notes: Notes,
 ) -> RunReport {
+    let plans = plans(study, registry, points);
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
     for s in samples {
@@ -452,6 +500,13 @@ pub fn build(
         let Some(wl) = registry.get(&entry.kind) else {
             continue;
         };
+        if !plans
+            .iter()
+            .find(|p| p.workload == entry.name)
+            .is_none_or(WorkloadPlan::has_table)
+        {
+            continue;
+        }
         let wpoints: Vec<_> = results.iter().filter(|r| r.0.workload_idx == w).collect();
         if wpoints.is_empty() {
             continue;
@@ -570,7 +625,7 @@ pub fn build(
         }
     }
 
-    let points = results
+    let points: Vec<PointResult> = results
         .into_iter()
         .map(|(p, _, metrics, summaries)| PointResult {
             configuration: config_name(p.config_idx),
@@ -582,6 +637,8 @@ pub fn build(
             summaries,
         })
         .collect();
+    let names: Vec<String> = configurations.iter().map(|c| c.name.clone()).collect();
+    let views = views::build(&plans, &points, &names, selection, notes);
     RunReport {
         run: run.clone(),
         configurations: configurations.to_vec(),
@@ -594,6 +651,7 @@ pub fn build(
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        views,
     }
 }
 

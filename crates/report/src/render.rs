@@ -6,6 +6,7 @@ use benchlab_core::study::Selection;
 use benchlab_stats::Verdict;
 
 use crate::model::{Advantage, Cell, Row, RunReport, Table, NOISE_PCT};
+use crate::views::{self, CurveView, MatrixView, View};
 
 /// Output formats of `benchlab show`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,13 +284,93 @@ fn terminal(report: &RunReport) -> String {
             let _ = writeln!(out, "  {note}");
         }
     }
-    out.push_str(&crate::matrix::render(report, false));
+    views_text(report, false, &mut out);
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
     }
     failures(report, &mut out);
     out
+}
+
+/// The matrix and curve views as text tables (Markdown with `md`).
+fn views_text(report: &RunReport, md: bool, out: &mut String) {
+    for v in &report.views {
+        match v {
+            View::Matrix(m) => matrix_text(m, md, out),
+            View::Curve(c) => curve_text(c, md, out),
+        }
+    }
+}
+
+fn notes_text(notes: &[String], md: bool, out: &mut String) {
+    for n in notes {
+        let _ = writeln!(out, "{}{n}", if md { "- " } else { "  " });
+    }
+    if md && !notes.is_empty() {
+        out.push('\n');
+    }
+}
+
+fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
+    let caption = views::caption(&v.workload, &v.fixed);
+    let what = format!(
+        "{} × {} matrices (rows = {}, columns = {})",
+        v.row_param, v.col_param, v.row_param, v.col_param
+    );
+    if md {
+        let _ = writeln!(out, "## {caption}: {what}\n");
+    } else {
+        let _ = writeln!(out, "\n{caption} · {what}");
+    }
+    notes_text(&v.notes, md, out);
+    for m in &v.matrices {
+        let title = format!("{} · {}", m.configuration, m.title);
+        let rows = views::matrix_rows(v, m);
+        if md {
+            let _ = writeln!(out, "#### {title}\n");
+            write_md_table(out, &rows);
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "  {title}");
+            write_aligned(out, &rows, "    ", false);
+        }
+    }
+    let rows = views::summary_rows(v);
+    let what = format!("{} over the cells of each matrix", v.summary_text());
+    if md {
+        let _ = writeln!(out, "## {caption}: {what}\n");
+        write_md_table(out, &rows);
+        out.push('\n');
+    } else {
+        let _ = writeln!(
+            out,
+            "\n{caption} · {what} (- = a matrix with a cell without a figure)"
+        );
+        write_aligned(out, &rows, "  ", false);
+    }
+}
+
+fn curve_text(v: &CurveView, md: bool, out: &mut String) {
+    let caption = views::caption(&v.workload, &v.fixed);
+    let rows = views::curve_rows(v);
+    if md {
+        let _ = writeln!(out, "## {caption}: {} against {}\n", v.title, v.x_param);
+        write_md_table(out, &rows);
+        out.push('\n');
+        for f in &v.findings {
+            let _ = writeln!(out, "- {f}");
+        }
+        out.push('\n');
+        notes_text(&v.notes, md, out);
+    } else {
+        let _ = writeln!(out, "\n{caption} · {} against {}", v.title, v.x_param);
+        write_aligned(out, &rows, "  ", true);
+        for f in &v.findings {
+            let _ = writeln!(out, "  {f}");
+        }
+        notes_text(&v.notes, md, out);
+    }
 }
 
 fn failures(report: &RunReport, out: &mut String) {
@@ -352,7 +433,7 @@ fn markdown(report: &RunReport) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&crate::matrix::render(report, true));
+    views_text(report, true, &mut out);
     out.push_str(&legend(report));
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
