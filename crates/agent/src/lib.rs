@@ -17,6 +17,8 @@ pub mod frame;
 pub mod listen;
 pub mod protocol;
 pub mod server;
+pub mod service;
 
 pub use client::{AgentError, AgentHandle};
 pub use protocol::{Request, Response, PROTOCOL_VERSION};
+pub use service::{ServiceCallError, StartedService};

@@ -84,6 +84,33 @@ pub enum Request {
     EnvRevert,
     /// Undo every journal left on this host by a crashed run.
     EnvRestore,
+    /// Start a managed service (a real server) on this host and hold it
+    /// until `ServiceStop` or the end of the session; answered with
+    /// `ServiceStarted` once its probe answers.
+    ServiceStart {
+        /// The service, checked and with its template read by the
+        /// controller.
+        plan: benchlab_service::ServicePlan,
+        /// Where its scratch directory goes (default: the temporary
+        /// directory of the agent's host).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scratch_base: Option<String>,
+    },
+    /// A snapshot of what a running service's processes use.
+    ServiceUsage {
+        /// The service's name.
+        name: String,
+    },
+    /// Whether a service still runs.
+    ServiceAlive {
+        /// The service's name.
+        name: String,
+    },
+    /// Stop a service (SIGTERM, grace, SIGKILL) and remove its scratch.
+    ServiceStop {
+        /// The service's name.
+        name: String,
+    },
     /// End the session; the agent exits.
     Shutdown,
 }
@@ -170,6 +197,33 @@ pub enum Response {
     EnvReverted {
         /// What was undone.
         changes: Vec<benchlab_env::ChangeReport>,
+    },
+    /// Answer to `ServiceStart`: the service runs and answers its probe.
+    ServiceStarted {
+        /// What the appendix records of it.
+        description: Box<benchlab_service::ServiceDescription>,
+        /// Where clients reach it (its listen address).
+        address: SocketAddr,
+    },
+    /// Answer to `ServiceUsage`.
+    ServiceUsage {
+        /// The snapshot.
+        usage: benchlab_service::ServiceUsage,
+    },
+    /// Answer to `ServiceAlive`: it runs.
+    ServiceAlive,
+    /// Answer to `ServiceAlive`: it died by itself (it stays held until
+    /// `ServiceStop` removes what it left).
+    ServiceDied {
+        /// How: `nginx exited with code 1`, `nginx killed by signal 9 (SIGKILL)`.
+        reason: String,
+        /// The last lines of its logs.
+        log: String,
+    },
+    /// Answer to `ServiceStop`.
+    ServiceStopped {
+        /// How it went.
+        report: benchlab_service::StopReport,
     },
     /// Answer to `Shutdown`.
     Bye,

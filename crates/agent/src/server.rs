@@ -151,6 +151,7 @@ pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
         // SAFETY: one valid pollfd for the duration of the call.
         let n = unsafe { libc::poll(&mut fds, 1, 500) };
         if n > 0 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            crate::service::stop_all();
             revert_env_session();
             std::process::exit(0);
         }
@@ -197,17 +198,32 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     s.abort.store(true, Ordering::Relaxed);
                     let _ = s.thread.join();
                 }
+                crate::service::stop_all();
                 revert_env_session();
                 write_frame(&mut w, &Response::Bye)?;
                 return Ok(());
             }
+            // The services this agent holds are stopped first: their
+            // journals are then finished, not left to the restore.
+            (State::Idle, Request::EnvRestore) => {
+                crate::service::stop_all();
+                env_request(Request::EnvRestore)
+            }
+            (State::Idle, req @ (Request::ServiceStart { .. } | Request::ServiceStop { .. })) => {
+                crate::service::handle(req)
+            }
+            // Observing a service is allowed while this agent also serves.
+            (_, req @ (Request::ServiceUsage { .. } | Request::ServiceAlive { .. })) => {
+                crate::service::handle(req)
+            }
+            (state, Request::ServiceStart { .. }) => refuse(state, "service_start"),
+            (state, Request::ServiceStop { .. }) => refuse(state, "service_stop"),
             (
                 State::Idle,
                 req @ (Request::EnvProbe
                 | Request::EnvApply { .. }
                 | Request::EnvPoint { .. }
-                | Request::EnvRevert
-                | Request::EnvRestore),
+                | Request::EnvRevert),
             ) => env_request(req),
             (state, Request::EnvProbe) => refuse(state, "env_probe"),
             (state, Request::EnvApply { .. }) => refuse(state, "env_apply"),
@@ -407,6 +423,7 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
         s.abort.store(true, Ordering::Relaxed);
         let _ = s.thread.join();
     }
+    crate::service::stop_all();
     revert_env_session();
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use benchlab_core::units::format_size;
+use benchlab_core::{ParamKind, Registry};
 use benchlab_report::compare::{combine, regressions, Side};
 use benchlab_report::model::PointResult;
 use benchlab_report::RunReport;
@@ -227,6 +228,22 @@ pub(crate) fn measurement_notes(points: &[&PointResult]) -> Vec<String> {
     notes
 }
 
+/// The parameters of workload `kind` whose values are byte counts, for
+/// the axis labels of its views (`64KiB`). The stored plan does not hold
+/// parameter kinds yet: the registry answers for the kinds it knows, and
+/// an unknown kind's axes show plain numbers.
+pub(crate) fn byte_params(reg: &Registry, kind: &str) -> Vec<String> {
+    reg.get(kind)
+        .map(|wl| {
+            wl.params()
+                .iter()
+                .filter(|p| p.kind == ParamKind::Bytes)
+                .map(|p| p.name.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Where `benchlab report` writes.
 pub(crate) struct Outputs {
     pub html: Option<PathBuf>,
@@ -254,11 +271,12 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
         let id = parse_spec(&runs[0])?.run;
         let reg = registry();
         let mut r = runner::report(&store, &reg, id)?;
+        let plan = runner::stored_plan(&store, &reg, id)?;
         r.events = store.events(id)?;
         r.latency = benchlab_report::model::latency_views(
             &store.points(id)?,
             &store.samples(id)?,
-            &reg,
+            &plan,
             |point, rep| store.side_results(point, rep).unwrap_or_default(),
             &r.configurations,
         );

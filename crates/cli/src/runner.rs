@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use benchlab_agent::{AgentError, AgentHandle, Request, Response};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
+use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::WorkloadEntry;
 use benchlab_core::study::{OnError, Study};
 use benchlab_core::units::now_rfc3339;
@@ -129,6 +130,15 @@ pub(crate) fn start(
             },
         )?;
     }
+    // The plan is resolved once, from the points this run will store, and
+    // kept: reports and `--resume` read it, never the study text.
+    let planned = Plan::new(study, reg, opts);
+    let resolved = ResolvedPlan::resolve(
+        study,
+        reg,
+        planned.points.iter().map(|p| (p.workload, &p.params)),
+    )?;
+    store.set_plan(run_id, resolved.version, &resolved.to_json())?;
     store_hosts(store, run_id, inventories)?;
     store.add_event(
         run_id,
@@ -157,8 +167,16 @@ pub(crate) fn resume(
             }
         }
     }
-    let study = Study::parse(&run.study_file, &run.study_text, reg)
-        .context("the stored study file no longer validates with this benchlab")?;
+    let plan = stored_plan(store, reg, run_id)?;
+    for w in &plan.workloads {
+        if reg.get(&w.kind).is_none() {
+            bail!(
+                "run {run_id} needs workload `{}`, which this benchlab does not have",
+                w.kind
+            );
+        }
+    }
+    let study = plan.study;
     let interrupt = interrupt_flag()?;
     let (pool, inventories) = Pool::preflight(&study, &interrupt, restore_first)?;
     store_hosts(store, run_id, inventories)?;
@@ -834,6 +852,30 @@ fn barrier_run(
     finals
 }
 
+/// A run's resolved plan. A run made before plans were stored has only
+/// its study text: that is parsed once, with the points it stored, and the
+/// plan kept from then on (when the database is writable), so that later
+/// changes to parameters or labels cannot change how it reads.
+pub(crate) fn stored_plan(store: &Store, reg: &Registry, run_id: i64) -> Result<ResolvedPlan> {
+    if let Some(text) = store.plan(run_id)? {
+        return ResolvedPlan::from_json(&text).with_context(|| format!("run {run_id}"));
+    }
+    let run = store.run(run_id)?;
+    let study = Study::parse(&run.study_file, &run.study_text, reg).with_context(|| {
+        format!("run {run_id} has no stored plan, and its study text no longer validates with this benchlab")
+    })?;
+    let points = store.points(run_id)?;
+    let plan = ResolvedPlan::resolve(
+        &study,
+        reg,
+        points.iter().map(|p| (p.workload_idx, &p.params)),
+    )?;
+    // Best effort: a read-only database still reports, resolving again
+    // next time.
+    let _ = store.set_plan(run_id, plan.version, &plan.to_json());
+    Ok(plan)
+}
+
 /// Builds the report of a stored run.
 pub(crate) fn report(
     store: &Store,
@@ -841,19 +883,23 @@ pub(crate) fn report(
     run_id: i64,
 ) -> Result<benchlab_report::RunReport> {
     let run = store.run(run_id)?;
-    let study = Study::parse(&run.study_file, &run.study_text, reg)
-        .context("the stored study file no longer validates with this benchlab")?;
+    let plan = stored_plan(store, reg, run_id)?;
+    let study = &plan.study;
+    let byte_params = |kind: &str| crate::report_cmd::byte_params(reg, kind);
+    let aid = benchlab_report::views::ViewAid {
+        notes: &crate::report_cmd::measurement_notes,
+        byte_params: &byte_params,
+    };
     let mut r = benchlab_report::build(
         &run,
-        &study,
-        reg,
+        &plan,
         &store.configurations(run_id)?,
         &store.points(run_id)?,
         &store.samples(run_id)?,
         &store.hosts(run_id)?,
-        &crate::report_cmd::measurement_notes,
+        &aid,
     );
-    r.settings = settings_changed(store, &study, run_id)?;
+    r.settings = settings_changed(store, study, run_id)?;
     Ok(r)
 }
 

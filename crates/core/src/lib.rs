@@ -14,6 +14,7 @@ pub mod param;
 pub mod placement;
 pub mod plan;
 pub mod recorder;
+pub mod resolved;
 pub mod result;
 pub mod shape;
 pub mod study;

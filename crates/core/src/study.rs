@@ -99,7 +99,7 @@ pub struct Adaptive {
 }
 
 /// The study's `[defaults]`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Defaults {
     /// Repetitions of every point (with `adaptive`: the most).
     pub repetitions: u32,
@@ -127,7 +127,7 @@ pub const DEFAULT_QUIESCE_S: f64 = 1.0;
 pub const DEFAULT_DURATION_S: f64 = 10.0;
 
 /// One `[[configuration]]`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Configuration {
     /// Unique name; a table column.
     pub name: String,
@@ -196,7 +196,7 @@ pub const DEFAULT_SERVER_HOST: &str = "sut";
 pub const DEFAULT_CLIENT_HOST: &str = "generator";
 
 /// One `[[workload]]`, validated.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkloadEntry {
     /// Unique name (default: the kind, numbered when repeated).
     pub name: String,
@@ -222,11 +222,12 @@ pub struct WorkloadEntry {
     pub client: String,
     /// Every client (load generator) host; several only for a workload
     /// with a clients axis, whose clients are spread over them.
+    #[serde(default)]
     pub client_hosts: Vec<String>,
 }
 
 /// A validated study.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Study {
     /// The file name as given.
     pub file: String,

@@ -153,7 +153,32 @@ pub fn all_pids() -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// Kills a process group benchlab started, if it is still that group.
+/// The live processes of a group: members that are not zombies (a zombie
+/// has exited and only waits for its parent to reap it).
+pub fn live_members(pgid: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
+            let mut f = stat[close + 2..].split_whitespace();
+            let state = f.next().unwrap_or("Z");
+            let group = f.nth(1).and_then(|g| g.parse::<i32>().ok());
+            group == Some(pgid) && state != "Z" && state != "X"
+        })
+        .collect()
+}
+
+/// How long the processes of a killed group may take to be gone.
+const KILLED_GONE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Kills a process group benchlab started, if it is still that group, and
+/// waits until its processes are gone — so that what is undone next (a
+/// server's scratch directory) is no longer in use by them.
 pub fn kill_group(pgid: i32, start: u64) -> Result<(), String> {
     let members: Vec<i32> = all_pids()
         .into_iter()
@@ -173,7 +198,20 @@ pub fn kill_group(pgid: i32, start: u64) -> Result<(), String> {
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
-    Ok(())
+    let until = std::time::Instant::now() + KILLED_GONE;
+    loop {
+        let live = live_members(pgid);
+        if live.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            return Err(format!(
+                "process group {pgid} still has live processes {live:?} {}s after SIGKILL",
+                KILLED_GONE.as_secs()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Moves tasks (thread ids) listed in `from` (a cgroup `tasks` file) to

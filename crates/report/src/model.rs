@@ -2,13 +2,14 @@
 
 use std::collections::BTreeMap;
 
+use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::{Selection, Study};
-use benchlab_core::{Better, ParamKind, Registry, Value};
+use benchlab_core::{Better, Value};
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::views::{self, MetricInfo, Notes, View, WorkloadPlan};
+use crate::views::{self, View, ViewAid, WorkloadPlan};
 
 /// The noise band within which a difference is not called real, in %.
 pub const NOISE_PCT: f64 = stats::DEFAULT_NOISE_PCT;
@@ -189,16 +190,21 @@ pub struct LatencyView {
 pub fn latency_views(
     points: &[PointRow],
     samples: &[SampleRow],
-    registry: &Registry,
+    plan: &ResolvedPlan,
     mut side_results: impl FnMut(i64, u32) -> Vec<(String, benchlab_core::SideResult)>,
     configurations: &[ConfigRow],
 ) -> Vec<LatencyView> {
     let mut out = Vec::new();
     for p in points {
-        let Some(wl) = registry.get(&p.kind) else {
+        let (Some(shape), Some(entry)) = (
+            plan.workloads.get(p.workload_idx),
+            plan.study.workloads.get(p.workload_idx),
+        ) else {
             continue;
         };
-        let Some(spec) = wl.table_metrics(&p.params).into_iter().next() else {
+        let mut fixed = p.params.clone();
+        fixed.0.remove(&entry.rows);
+        let Some(spec) = shape.table_metrics(&fixed).into_iter().next() else {
             continue;
         };
         let reps: Vec<&SampleRow> = samples
@@ -207,7 +213,7 @@ pub fn latency_views(
             .collect();
         let values: Vec<f64> = reps
             .iter()
-            .map(|s| s.metrics.get(spec.name).copied().unwrap_or(f64::NAN))
+            .map(|s| s.metrics.get(&spec.name).copied().unwrap_or(f64::NAN))
             .collect();
         let Some(i) = stats::median_run(&values) else {
             continue;
@@ -300,40 +306,30 @@ pub struct RunReport {
     pub views: Vec<View>,
 }
 
-/// Each workload's plan from the registry: its views and metrics as it
-/// declares them for the parameters of its first point (the study's
-/// single values when it has none).
-pub fn plans(study: &Study, registry: &Registry, points: &[PointRow]) -> Vec<WorkloadPlan> {
-    study
+/// Each workload's view plan from the run's stored plan: the views and
+/// metrics its workload declared, and which of its parameters are byte
+/// counts (`aid.byte_params`, by kind).
+pub fn plans(plan: &ResolvedPlan, aid: &ViewAid) -> Vec<WorkloadPlan> {
+    plan.study
         .workloads
         .iter()
-        .enumerate()
-        .filter_map(|(w, entry)| {
-            let wl = registry.get(&entry.kind)?;
-            let params = points
-                .iter()
-                .find(|p| p.workload_idx == w)
-                .map(|p| &p.params)
-                .unwrap_or(&entry.base);
-            let mut metrics: Vec<MetricInfo> =
-                wl.metrics(params).iter().map(MetricInfo::from).collect();
-            for m in wl.table_metrics(params) {
-                if !metrics.iter().any(|x| x.name == m.name) {
-                    metrics.push(MetricInfo::from(&m));
+        .zip(&plan.workloads)
+        .map(|(entry, shape)| {
+            let mut metrics = shape.metrics.clone();
+            for t in &shape.tables {
+                for m in &t.metrics {
+                    if !metrics.iter().any(|x| x.name == m.name) {
+                        metrics.push(m.clone());
+                    }
                 }
             }
-            Some(WorkloadPlan {
+            WorkloadPlan {
                 workload: entry.name.clone(),
                 kind: entry.kind.clone(),
-                views: wl.views(params),
+                views: shape.views.clone(),
                 metrics,
-                byte_params: wl
-                    .params()
-                    .iter()
-                    .filter(|p| p.kind == ParamKind::Bytes)
-                    .map(|p| p.name.to_string())
-                    .collect(),
-            })
+                byte_params: (aid.byte_params)(&entry.kind),
+            }
         })
         .collect()
 }
@@ -431,21 +427,21 @@ fn sort_key(v: Option<&Value>) -> (f64, String) {
     }
 }
 
-/// Builds the report of a run. `study` is the run's study file, parsed
-/// again with the same registry; `notes` says how the figures of a view's
-/// points were obtained.
-#[allow(clippy::too_many_arguments)]
+/// Builds the report of a run from its stored resolved plan (the typed
+/// study and what its workloads declared when it was made); `aid` helps
+/// the views with what the plan does not hold (notes on how figures were
+/// obtained, which parameters are byte counts).
 pub fn build(
     run: &RunRow,
-    study: &Study,
-    registry: &Registry,
+    plan: &ResolvedPlan,
     configurations: &[ConfigRow],
     points: &[PointRow],
     samples: &[SampleRow],
     hosts: &[HostRow],
-    notes: Notes,
+    aid: &ViewAid,
 ) -> RunReport {
-    let plans = plans(study, registry, points);
+    let study = &plan.study;
+    let plans = plans(plan, aid);
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
     for s in samples {
@@ -497,14 +493,10 @@ pub fn build(
 
     let mut tables = Vec::new();
     for (w, entry) in study.workloads.iter().enumerate() {
-        let Some(wl) = registry.get(&entry.kind) else {
+        let Some(wl) = plan.workloads.get(w) else {
             continue;
         };
-        if !plans
-            .iter()
-            .find(|p| p.workload == entry.name)
-            .is_none_or(WorkloadPlan::has_table)
-        {
+        if !plans.get(w).is_none_or(WorkloadPlan::has_table) {
             continue;
         }
         let wpoints: Vec<_> = results.iter().filter(|r| r.0.workload_idx == w).collect();
@@ -577,8 +569,8 @@ pub fn build(
                                     == *rv
                         });
                         cells.push(r.and_then(|r| {
-                            let all = r.2.get(spec.name)?;
-                            let sd = stddev_companion(spec.name).and_then(|n| r.2.get(&n));
+                            let all = r.2.get(&spec.name)?;
+                            let sd = stddev_companion(&spec.name).and_then(|n| r.2.get(&n));
                             let (values, stddevs) = match selection {
                                 Selection::MedianStddevRun => with_stddevs(all, sd),
                                 _ => (
@@ -605,7 +597,7 @@ pub fn build(
                     });
                 }
                 let average = wl
-                    .average_row()
+                    .average_row
                     .then(|| average_row(&rows, configurations.len(), sbetter));
                 tables.push(Table {
                     workload: entry.name.clone(),
@@ -638,7 +630,7 @@ pub fn build(
         })
         .collect();
     let names: Vec<String> = configurations.iter().map(|c| c.name.clone()).collect();
-    let views = views::build(&plans, &points, &names, selection, notes);
+    let views = views::build(&plans, &points, &names, selection, aid.notes);
     RunReport {
         run: run.clone(),
         configurations: configurations.to_vec(),

@@ -21,37 +21,14 @@ use std::fmt::Write;
 
 use benchlab_core::study::Selection;
 use benchlab_core::units::format_size;
-use benchlab_core::{Better, MatrixSummary, MetricSpec, Value, ViewSpec};
+use benchlab_core::{Better, MatrixSummary, Value, ViewSpec};
 use benchlab_stats as stats;
 use serde::{Deserialize, Serialize};
 
 use crate::model::PointResult;
 use crate::render::group_thousands;
 
-/// A metric as the views show it. Owned, so that it can come from a
-/// stored plan as well as from a workload's declaration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MetricInfo {
-    /// Key in the points' metrics, unit in the name.
-    pub name: String,
-    /// Caption (with its unit where the workload gives one).
-    pub label: String,
-    /// Better direction.
-    pub better: Better,
-    /// Decimals shown.
-    pub decimals: usize,
-}
-
-impl From<&MetricSpec> for MetricInfo {
-    fn from(m: &MetricSpec) -> Self {
-        MetricInfo {
-            name: m.name.to_string(),
-            label: m.label.to_string(),
-            better: m.better,
-            decimals: m.decimals,
-        }
-    }
-}
+pub use benchlab_core::resolved::MetricInfo;
 
 /// What the views of one workload are built from: plain data, so that
 /// it can be read from a stored plan as well as from the registry.
@@ -81,6 +58,7 @@ impl WorkloadPlan {
                 label: name.to_string(),
                 better: Better::Higher,
                 decimals: 0,
+                combine: benchlab_core::Combine::Mean,
             })
     }
 
@@ -98,6 +76,22 @@ impl WorkloadPlan {
 /// Notes on how the figures of a view were obtained, supplied by the
 /// caller from the view's points (a cache mode, a size scale).
 pub type Notes<'a> = &'a dyn Fn(&[&PointResult]) -> Vec<String>;
+
+/// What the report's caller adds to the stored plan for the views.
+pub struct ViewAid<'a> {
+    /// Notes on how a view's figures were obtained.
+    pub notes: Notes<'a>,
+    /// The parameters of a workload kind whose values are byte counts.
+    pub byte_params: &'a dyn Fn(&str) -> Vec<String>,
+}
+
+impl ViewAid<'_> {
+    /// No notes, no byte-count parameters.
+    pub const NONE: ViewAid<'static> = ViewAid {
+        notes: &|_| Vec::new(),
+        byte_params: &|_| Vec::new(),
+    };
+}
 
 /// A view ready to render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -873,6 +867,7 @@ mod tests {
                 label: "Rate (ops/s)".into(),
                 better: Better::Higher,
                 decimals: 0,
+                combine: benchlab_core::Combine::Sum,
             }],
             byte_params: vec!["file".into(), "rec".into()],
         }

@@ -149,6 +149,15 @@ CREATE TABLE setting_change (
 );
 CREATE INDEX setting_change_run ON setting_change(run_id);
 "#,
+    // The run's resolved plan (typed study, metric specs, views), so
+    // that reports never parse the study text again.
+    r#"
+CREATE TABLE run_plan (
+    run_id   INTEGER PRIMARY KEY REFERENCES run(id),
+    version  INTEGER NOT NULL,
+    plan     TEXT NOT NULL
+);
+"#,
 ];
 
 /// One setting a configuration changed on a host.
@@ -561,6 +570,29 @@ impl Store {
             params![run_id, at, kind, message],
         )?;
         Ok(())
+    }
+
+    /// Stores a run's resolved plan (JSON, with its version); a plan is
+    /// written once and kept.
+    pub fn set_plan(&self, run_id: i64, version: u32, plan: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO run_plan (run_id, version, plan) VALUES (?1, ?2, ?3)",
+            params![run_id, version, plan],
+        )?;
+        Ok(())
+    }
+
+    /// A run's stored plan, when it has one (runs made before plans were
+    /// stored have none).
+    pub fn plan(&self, run_id: i64) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT plan FROM run_plan WHERE run_id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// Records what a configuration changed (or undid) on a host.

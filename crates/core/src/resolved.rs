@@ -1,0 +1,223 @@
+//! The resolved plan a run stores: the typed study and, for each workload,
+//! what its code declared when the run was made — metric specs of every
+//! table, views, how metrics combine. `show`, `report`, `compare` and
+//! `--resume` read it and never parse the study text again, so a run made
+//! by an older benchlab stays readable when a parameter is renamed or a
+//! label changes.
+//!
+//! Versioned: a newer benchlab reads every older version; an older one
+//! refuses a newer plan with a clear message instead of misreading it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::param::Params;
+use crate::shape::{Combine, ServerSide, ViewSpec};
+use crate::study::Study;
+use crate::workload::{Better, MetricSpec, Registry};
+
+/// The version of the stored plan this benchlab writes.
+pub const PLAN_VERSION: u32 = 1;
+
+/// A metric spec as stored (owned text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricInfo {
+    /// Key in the samples' metrics.
+    pub name: String,
+    /// Caption with its unit.
+    pub label: String,
+    /// Better direction.
+    pub better: Better,
+    /// Decimals shown.
+    pub decimals: usize,
+    /// How it combines over client hosts and targets.
+    pub combine: Combine,
+}
+
+impl From<&MetricSpec> for MetricInfo {
+    fn from(m: &MetricSpec) -> Self {
+        MetricInfo {
+            name: m.name.to_string(),
+            label: m.label.to_string(),
+            better: m.better,
+            decimals: m.decimals,
+            combine: m.combine,
+        }
+    }
+}
+
+/// The metrics of the tables of one group of points: those whose
+/// parameters, less the row parameter, are `fixed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableShape {
+    /// The group's parameters without the row parameter.
+    pub fixed: Params,
+    /// One table per metric, in this order.
+    pub metrics: Vec<MetricInfo>,
+}
+
+/// What a workload of the study declared when the run was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadShape {
+    /// The workload kind.
+    pub kind: String,
+    /// What served its clients.
+    pub server_side: ServerSide,
+    /// Whether `clients` was a sweep axis.
+    pub clients_axis: bool,
+    /// Whether its tables end with an Average row.
+    pub average_row: bool,
+    /// Table metrics per group of points.
+    pub tables: Vec<TableShape>,
+    /// Every metric it derives, with its combine rule.
+    pub metrics: Vec<MetricInfo>,
+    /// Its report views.
+    pub views: Vec<ViewSpec>,
+}
+
+impl WorkloadShape {
+    /// The table metrics of the group whose fixed parameters are `fixed`
+    /// (the first group's when no group matches exactly).
+    pub fn table_metrics(&self, fixed: &Params) -> Vec<MetricInfo> {
+        self.tables
+            .iter()
+            .find(|t| &t.fixed == fixed)
+            .or_else(|| self.tables.first())
+            .map(|t| t.metrics.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The plan a run stores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedPlan {
+    /// [`PLAN_VERSION`] of the writer.
+    pub version: u32,
+    /// The validated study.
+    pub study: Study,
+    /// One per `study.workloads`, in the same order.
+    pub workloads: Vec<WorkloadShape>,
+}
+
+/// Why a stored plan cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Written by a newer benchlab.
+    #[error("the run's plan is version {found}, newer than this benchlab reads ({PLAN_VERSION}): use a newer benchlab")]
+    Newer {
+        /// The stored version.
+        found: u32,
+    },
+    /// Not a plan at all.
+    #[error("the run's stored plan is unreadable: {0}")]
+    Corrupt(String),
+    /// A workload kind this binary lacks (only matters for running).
+    #[error("workload `{0}` is not known to this benchlab")]
+    UnknownKind(String),
+}
+
+impl ResolvedPlan {
+    /// Resolves a study against the registry: `points` are the (workload
+    /// index, parameters) of the points to be run or stored, from which
+    /// each table group's metrics are taken.
+    pub fn resolve<'a>(
+        study: &Study,
+        registry: &Registry,
+        points: impl IntoIterator<Item = (usize, &'a Params)>,
+    ) -> Result<ResolvedPlan, PlanError> {
+        let mut workloads = Vec::with_capacity(study.workloads.len());
+        for entry in &study.workloads {
+            let wl = registry
+                .get(&entry.kind)
+                .ok_or_else(|| PlanError::UnknownKind(entry.kind.clone()))?;
+            let base = entry.points().into_iter().next().unwrap_or_default();
+            workloads.push(WorkloadShape {
+                kind: entry.kind.clone(),
+                server_side: wl.server_side(),
+                clients_axis: wl.clients_axis(),
+                average_row: wl.average_row(),
+                tables: Vec::new(),
+                metrics: wl.metrics(&base).iter().map(MetricInfo::from).collect(),
+                views: wl.views(&base),
+            });
+        }
+        for (w, params) in points {
+            let (Some(entry), Some(shape)) = (study.workloads.get(w), workloads.get_mut(w)) else {
+                continue;
+            };
+            let mut fixed = params.clone();
+            fixed.0.remove(&entry.rows);
+            if shape.tables.iter().any(|t| t.fixed == fixed) {
+                continue;
+            }
+            let wl = registry
+                .get(&entry.kind)
+                .ok_or_else(|| PlanError::UnknownKind(entry.kind.clone()))?;
+            let metrics = wl
+                .table_metrics(&fixed)
+                .iter()
+                .map(MetricInfo::from)
+                .collect();
+            shape.tables.push(TableShape { fixed, metrics });
+        }
+        Ok(ResolvedPlan {
+            version: PLAN_VERSION,
+            study: study.clone(),
+            workloads,
+        })
+    }
+
+    /// The plan as stored (JSON).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a plan serializes")
+    }
+
+    /// Reads a stored plan, refusing one from a newer benchlab.
+    pub fn from_json(text: &str) -> Result<ResolvedPlan, PlanError> {
+        #[derive(Deserialize)]
+        struct Header {
+            version: u32,
+        }
+        let h: Header =
+            serde_json::from_str(text).map_err(|e| PlanError::Corrupt(e.to_string()))?;
+        if h.version > PLAN_VERSION {
+            return Err(PlanError::Newer { found: h.version });
+        }
+        serde_json::from_str(text).map_err(|e| PlanError::Corrupt(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FAKE;
+
+    const STUDY: &str = r#"
+[study]
+name = "t"
+[[configuration]]
+name = "a"
+[[workload]]
+kind = "fake"
+size = [1, 2]
+value = [1.5, 3]
+"#;
+
+    #[test]
+    fn a_plan_round_trips_and_newer_ones_are_refused() {
+        let mut reg = Registry::new();
+        reg.add(&FAKE);
+        let study = Study::parse("t.toml", STUDY, &reg).unwrap();
+        let points = study.workloads[0].points();
+        let plan = ResolvedPlan::resolve(&study, &reg, points.iter().map(|p| (0, p))).unwrap();
+        // `value` is swept besides the rows: two table groups.
+        assert_eq!(plan.workloads[0].tables.len(), 2);
+        let back = ResolvedPlan::from_json(&plan.to_json()).unwrap();
+        assert_eq!(back, plan);
+        let newer = plan
+            .to_json()
+            .replacen("\"version\":1", "\"version\":99", 1);
+        let err = ResolvedPlan::from_json(&newer).unwrap_err().to_string();
+        assert!(err.contains("version 99"), "{err}");
+        assert!(ResolvedPlan::from_json("{}").is_err());
+    }
+}

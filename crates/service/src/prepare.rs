@@ -1,0 +1,472 @@
+//! Everything a start does before it makes anything: the checks (each a
+//! clear error naming the service and the key) and the rendered
+//! configuration and arguments. Nothing here changes the host.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::run::StartOptions;
+use crate::spec::{SecretSource, ServiceKind, ServicePlan, ServiceSpec};
+use crate::{template, ServiceError, MARKER, MASK};
+
+/// A start, checked and worked out, before anything is made.
+pub(crate) struct Prepared {
+    /// The spec.
+    pub spec: ServiceSpec,
+    /// Where the configuration came from.
+    pub config_origin: Option<String>,
+    /// The program, as a path.
+    pub program: String,
+    /// The server's version line.
+    pub version: Option<String>,
+    /// The checked listen address (its port picked if it was 0).
+    pub listen: SocketAddr,
+    /// Where the document root goes.
+    pub root: Root,
+    /// The scratch directory to make.
+    pub scratch: PathBuf,
+    /// The document root.
+    pub document_root: PathBuf,
+    /// The configuration file to write, and its text (secrets in it).
+    pub config: Option<(PathBuf, String)>,
+    /// The configuration as the description shows it (secrets masked).
+    pub config_shown: Option<String>,
+    /// The arguments as the description shows them (secrets masked).
+    pub argv_shown: Vec<String>,
+    /// The `workers` variable.
+    pub workers: String,
+    /// The secrets' values, to mask in log tails.
+    pub secrets: Vec<String>,
+    /// What the gate execs, prepared before the fork.
+    pub exec: (CString, Vec<CString>, CString),
+}
+
+/// Checks everything and works the start out.
+pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepared, ServiceError> {
+    let spec = &plan.spec;
+    // The plan may come over the wire: check it again here.
+    spec.validate()?;
+    plan.check_variables()?;
+    let secrets = resolve_secrets(spec)?;
+    let program = match spec.kind.program() {
+        Some((p, _)) => p.to_string(),
+        None => spec.argv[0].clone(),
+    };
+    let program = find_program(spec, &program)?;
+    let version = version_of(spec.kind, &program);
+    check_cpus(spec)?;
+    let listen = check_port(spec)?;
+    let root = check_root(spec)?;
+    if !opts.scratch_base.is_dir() {
+        return Err(ServiceError::Spec {
+            service: spec.name.clone(),
+            key: "scratch".into(),
+            message: format!("{} is not a directory", opts.scratch_base.display()),
+        });
+    }
+    let scratch = opts.scratch_base.join(format!(
+        "benchlab-service-{}-{}-{}",
+        spec.name,
+        std::process::id(),
+        unique()
+    ));
+    let document_root = match &root {
+        Root::InScratch => scratch.join("htdocs"),
+        Root::Create(p) | Root::Ours(p) => p.clone(),
+    };
+    let config_file = plan.template.as_ref().map(|t| scratch.join(&t.file_name));
+    let vars = variables(
+        spec,
+        listen,
+        &scratch,
+        &document_root,
+        config_file.as_deref(),
+    );
+    let workers = vars["workers"].clone();
+    // Rendered twice: with the secrets for the server, masked for the
+    // description.
+    let (mut real, mut masked) = (vars.clone(), vars);
+    for (k, v) in &secrets {
+        real.insert(k.clone(), v.clone());
+        masked.insert(k.clone(), MASK.into());
+    }
+    let (config, config_shown) = match &plan.template {
+        None => (None, None),
+        Some(t) => {
+            let terr = |message: String| ServiceError::Template {
+                service: spec.name.clone(),
+                template: t.origin.clone(),
+                message,
+            };
+            (
+                Some(template::render(&t.text, &real).map_err(terr)?),
+                Some(template::render(&t.text, &masked).map_err(terr)?),
+            )
+        }
+    };
+    let p = program.display().to_string();
+    let (argv, argv_shown) = match spec.kind {
+        ServiceKind::Nginx | ServiceKind::Apache2 => {
+            let a = server_argv(
+                spec.kind,
+                &p,
+                config_file.as_deref().expect("servers have a template"),
+                &scratch,
+            );
+            (a.clone(), a)
+        }
+        ServiceKind::Command => {
+            let (mut a, mut shown) = (render_argv(spec, &real)?, render_argv(spec, &masked)?);
+            a[0] = p.clone();
+            shown[0] = p.clone();
+            (a, shown)
+        }
+    };
+    let exec = (
+        cstring(&spec.name, program.as_os_str().as_bytes())?,
+        argv.iter()
+            .map(|a| cstring(&spec.name, a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?,
+        cstring(&spec.name, scratch.as_os_str().as_bytes())?,
+    );
+    Ok(Prepared {
+        spec: spec.clone(),
+        config_origin: plan.template.as_ref().map(|t| t.origin.clone()),
+        program: p,
+        version,
+        listen,
+        root,
+        scratch,
+        document_root,
+        config: config_file.zip(config),
+        config_shown,
+        argv_shown,
+        workers,
+        secrets: secrets.into_values().collect(),
+        exec,
+    })
+}
+
+/// benchlab's variables, then the study's `vars` over the defaults.
+fn variables(
+    spec: &ServiceSpec,
+    listen: SocketAddr,
+    scratch: &Path,
+    document_root: &Path,
+    config_file: Option<&Path>,
+) -> BTreeMap<String, String> {
+    let s = |p: &Path| p.display().to_string();
+    let workers = spec
+        .cpus
+        .as_ref()
+        .map(|c| c.len())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut vars: BTreeMap<String, String> = [
+        ("port", listen.port().to_string()),
+        ("bind", spec.bind.to_string()),
+        // `[::1]:8080` for IPv6: the form both nginx and apache2 take.
+        ("listen", listen.to_string()),
+        ("scratch", s(scratch)),
+        ("document_root", s(document_root)),
+        ("workers", workers.to_string()),
+        ("user", "www-data".into()),
+        ("group", "www-data".into()),
+        ("modules", "/usr/lib/apache2/modules".into()),
+        ("access_log", s(&scratch.join("access.log"))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if let Some(c) = config_file {
+        vars.insert("config".into(), s(c));
+    }
+    vars.extend(spec.vars.clone());
+    vars
+}
+
+/// How benchlab runs nginx and apache2: in the foreground, every path in
+/// the scratch directory (nginx's `-e` keeps even its start-up errors out
+/// of /var/log).
+fn server_argv(kind: ServiceKind, program: &str, config: &Path, scratch: &Path) -> Vec<String> {
+    let s = |p: &Path| p.display().to_string();
+    match kind {
+        ServiceKind::Nginx => vec![
+            program.into(),
+            "-c".into(),
+            s(config),
+            "-p".into(),
+            format!("{}/", scratch.display()),
+            "-e".into(),
+            s(&scratch.join("error.log")),
+        ],
+        _ => vec![
+            program.into(),
+            "-f".into(),
+            s(config),
+            "-d".into(),
+            s(scratch),
+            "-DFOREGROUND".into(),
+        ],
+    }
+}
+
+fn render_argv(
+    spec: &ServiceSpec,
+    vars: &BTreeMap<String, String>,
+) -> Result<Vec<String>, ServiceError> {
+    spec.argv
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            template::render(a, vars).map_err(|message| ServiceError::Spec {
+                service: spec.name.clone(),
+                key: format!("argv[{i}]"),
+                message,
+            })
+        })
+        .collect()
+}
+
+fn resolve_secrets(spec: &ServiceSpec) -> Result<BTreeMap<String, String>, ServiceError> {
+    let mut out = BTreeMap::new();
+    for (name, src) in &spec.secrets {
+        let err = |message: String| ServiceError::Spec {
+            service: spec.name.clone(),
+            key: format!("secrets.{name}"),
+            message,
+        };
+        let value = match src {
+            SecretSource::Env(var) => std::env::var(var).map_err(|_| {
+                err(format!(
+                    "environment variable {var} is not set on host `{}`",
+                    spec.host
+                ))
+            })?,
+            SecretSource::File(p) => {
+                let t = fs::read_to_string(p)
+                    .map_err(|e| err(format!("cannot read {}: {e}", p.display())))?;
+                t.strip_suffix('\n')
+                    .map(|s| s.strip_suffix('\r').unwrap_or(s))
+                    .unwrap_or(&t)
+                    .to_string()
+            }
+        };
+        if value.is_empty() {
+            return Err(err("is empty".into()));
+        }
+        out.insert(name.clone(), value);
+    }
+    Ok(out)
+}
+
+fn is_executable(p: &Path) -> bool {
+    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Finds a program: a path as given, else on the PATH and in the sbin
+/// directories (an agent's PATH may lack them; nginx and apache2 live
+/// there).
+pub(crate) fn find_program(spec: &ServiceSpec, program: &str) -> Result<PathBuf, ServiceError> {
+    let hint = spec
+        .kind
+        .program()
+        .map(|(_, pkg)| format!(": install the Debian package `{pkg}` (apt-get install {pkg})"))
+        .unwrap_or_default();
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return if is_executable(&p) {
+            Ok(p)
+        } else {
+            Err(ServiceError::MissingProgram {
+                service: spec.name.clone(),
+                program: program.into(),
+                looked: "no executable file there".into(),
+                hint,
+            })
+        };
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for extra in ["/usr/local/sbin", "/usr/sbin", "/sbin"] {
+        if !dirs.iter().any(|d| d == Path::new(extra)) {
+            dirs.push(extra.into());
+        }
+    }
+    dirs.iter()
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| ServiceError::MissingProgram {
+            service: spec.name.clone(),
+            program: program.into(),
+            looked: format!("no `{program}` in PATH or the sbin directories"),
+            hint,
+        })
+}
+
+/// The server's version line, from `nginx -v` / `apache2 -v`.
+fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
+    let out = std::process::Command::new(program)
+        .arg("-v")
+        .output()
+        .ok()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = match kind {
+        ServiceKind::Nginx => "nginx version:",
+        ServiceKind::Apache2 => "Server version:",
+        ServiceKind::Command => return None,
+    };
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(key))
+        .map(|v| v.trim().to_string())
+}
+
+/// The CPUs this process may use.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed set, filled by the kernel.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer and size.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: c is within the set.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+fn check_cpus(spec: &ServiceSpec) -> Result<(), ServiceError> {
+    let Some(cpus) = &spec.cpus else {
+        return Ok(());
+    };
+    let allowed = allowed_cpus();
+    let missing: Vec<String> = cpus
+        .iter()
+        .filter(|c| !allowed.contains(c))
+        .map(|c| c.to_string())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ServiceError::Spec {
+        service: spec.name.clone(),
+        key: "cpus".into(),
+        message: format!(
+            "CPU {} not available on host `{}` (allowed: {})",
+            missing.join(","),
+            spec.host,
+            allowed
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    })
+}
+
+/// Checks that the port is free on the bind address (port 0: picks one).
+fn check_port(spec: &ServiceSpec) -> Result<SocketAddr, ServiceError> {
+    match TcpListener::bind((spec.bind, spec.port)) {
+        Ok(l) => l.local_addr().map_err(|source| ServiceError::Io {
+            service: spec.name.clone(),
+            context: "read the picked port".into(),
+            source,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(ServiceError::PortInUse {
+            service: spec.name.clone(),
+            bind: spec.bind.to_string(),
+            port: spec.port,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => Err(ServiceError::Spec {
+            service: spec.name.clone(),
+            key: "bind".into(),
+            message: format!("{} is not an address of host `{}`", spec.bind, spec.host),
+        }),
+        Err(source) => Err(ServiceError::Io {
+            service: spec.name.clone(),
+            context: format!("bind {}:{}", spec.bind, spec.port),
+            source,
+        }),
+    }
+}
+
+/// Where the document root goes.
+pub(crate) enum Root {
+    /// In the scratch directory.
+    InScratch,
+    /// At the user's path, which does not exist yet.
+    Create(PathBuf),
+    /// At the user's path, a directory benchlab made before (it holds the
+    /// marker): benchlab's, so it is journaled and removed as such.
+    Ours(PathBuf),
+}
+
+fn check_root(spec: &ServiceSpec) -> Result<Root, ServiceError> {
+    let Some(p) = &spec.document_root else {
+        return Ok(Root::InScratch);
+    };
+    match fs::symlink_metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match p.parent() {
+            Some(parent) if parent.is_dir() => Ok(Root::Create(p.clone())),
+            _ => Err(ServiceError::Spec {
+                service: spec.name.clone(),
+                key: "document_root".into(),
+                message: format!(
+                    "the directory that would hold {} does not exist",
+                    p.display()
+                ),
+            }),
+        },
+        Ok(m) if m.is_dir() && p.join(MARKER).is_file() => Ok(Root::Ours(p.clone())),
+        Ok(_) => Err(ServiceError::NotOurs {
+            service: spec.name.clone(),
+            key: "document_root".into(),
+            path: p.display().to_string(),
+        }),
+        Err(source) => Err(ServiceError::Io {
+            service: spec.name.clone(),
+            context: format!("look at document_root {}", p.display()),
+            source,
+        }),
+    }
+}
+
+fn cstring(name: &str, s: &[u8]) -> Result<CString, ServiceError> {
+    CString::new(s).map_err(|_| ServiceError::Spec {
+        service: name.into(),
+        key: "argv".into(),
+        message: "an argument holds a NUL byte".into(),
+    })
+}
+
+fn unique() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_server_names_its_debian_package() {
+        let spec: ServiceSpec = serde_json::from_str(r#"{"name":"web","kind":"apache2"}"#).unwrap();
+        let e = find_program(&spec, "benchlab-no-such-apache2").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "service `web`: benchlab-no-such-apache2 is not installed (no `benchlab-no-such-apache2` in PATH or the sbin directories): install the Debian package `apache2` (apt-get install apache2)"
+        );
+    }
+}

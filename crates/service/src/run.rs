@@ -1,0 +1,740 @@
+//! A running service: start (checks, journal, gate, probe), observation,
+//! liveness, stop.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use benchlab_env::journal::{Change, Journal};
+use serde::{Deserialize, Serialize};
+
+use crate::prepare::{prepare, Prepared, Root};
+use crate::procfs::{self, ServiceUsage};
+use crate::spec::{Probe, Restart, ServiceKind, ServicePlan, ServiceSpec};
+use crate::{gate, probe, ServiceError, MARKER, MASK};
+
+/// How many lines of each log an error or a death report carries.
+const LOG_LINES: usize = 20;
+/// How often a starting server is probed.
+const PROBE_EVERY: Duration = Duration::from_millis(20);
+/// How long a group may take to vanish after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Where a service's files go, and where its journal is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartOptions {
+    /// The directory in which benchlab makes the service's scratch
+    /// directory (config, logs, pid file, default document root).
+    pub scratch_base: PathBuf,
+    /// The restore journal's directory.
+    pub journal_dir: PathBuf,
+}
+
+impl StartOptions {
+    /// Scratch under `scratch_base` (default: the temporary directory),
+    /// journal in benchlab's usual journal directory.
+    pub fn new(scratch_base: Option<PathBuf>) -> StartOptions {
+        StartOptions {
+            scratch_base: scratch_base.unwrap_or_else(std::env::temp_dir),
+            journal_dir: benchlab_env::journal::journal_dir(),
+        }
+    }
+}
+
+/// What the appendix records of a started service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceDescription {
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: ServiceKind,
+    /// The study's name of its host.
+    pub host: String,
+    /// The server's own version line (`nginx/1.22.1`,
+    /// `Apache/2.4.71 (Debian)`); `None` for a command.
+    pub version: Option<String>,
+    /// The program that runs.
+    pub program: String,
+    /// Its arguments (secrets masked).
+    pub argv: Vec<String>,
+    /// Where the configuration came from (`services/nginx.conf` or the
+    /// user's file).
+    pub config_origin: Option<String>,
+    /// The effective configuration, verbatim (secrets masked).
+    pub config: Option<String>,
+    /// The address it listens on.
+    pub listen: SocketAddr,
+    /// Where it serves files from.
+    pub document_root: PathBuf,
+    /// The CPUs it may run on (`None`: any).
+    pub cpus: Option<Vec<usize>>,
+    /// The `workers` template variable it got.
+    pub workers: String,
+    /// When it is restarted.
+    pub restart: Restart,
+    /// Its readiness probe.
+    pub probe: Probe,
+    /// Its process group.
+    pub pgid: i32,
+    /// Its scratch directory (removed when it stops).
+    pub scratch: PathBuf,
+    /// How long it took from release to ready (s).
+    pub ready_after_s: f64,
+}
+
+impl ServiceDescription {
+    /// The placement in words.
+    pub fn placement(&self) -> String {
+        match &self.cpus {
+            None => "any CPU".into(),
+            Some(c) => format!(
+                "CPU{} {}",
+                if c.len() == 1 { "" } else { "s" },
+                c.iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+    }
+}
+
+/// Whether a service is still running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Liveness {
+    /// Its main process runs.
+    Alive,
+    /// Its main process ended by itself.
+    Died {
+        /// How: `exited with code 1`, `killed by signal 9 (SIGKILL)`.
+        reason: String,
+        /// The last lines of its logs.
+        log: String,
+    },
+}
+
+/// How a stop went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StopReport {
+    /// How the main process ended.
+    pub exit: String,
+    /// It had died by itself before the stop.
+    pub died_before: bool,
+    /// SIGTERM was not enough within the grace period: SIGKILL was sent.
+    pub forced: bool,
+    /// Its use just before the stop.
+    pub usage: ServiceUsage,
+}
+
+/// A started service. Dropping it stops it.
+pub struct Service {
+    desc: ServiceDescription,
+    pid: i32,
+    exit: Option<String>,
+    scratch: PathBuf,
+    own_root: Option<PathBuf>,
+    journal: Option<Journal>,
+    secrets: Vec<String>,
+    stop_grace: Duration,
+}
+
+/// A test hook: with `BENCHLAB_TEST_SERVICE_PAUSE=<step>`, a start stops
+/// at that step (saying so on standard error) until it is killed, so that
+/// tests can kill a starter at a known moment. Steps: `journal`,
+/// `scratch`, `forked`, `journaled`, `released`.
+fn test_pause(step: &str) {
+    if std::env::var("BENCHLAB_TEST_SERVICE_PAUSE").is_ok_and(|s| s == step) {
+        eprintln!("benchlab-service: paused at {step}");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+/// How a waited-for process ended.
+pub fn exit_reason(status: i32) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exited with code {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        let s = libc::WTERMSIG(status);
+        let name = match s {
+            libc::SIGHUP => "SIGHUP",
+            libc::SIGINT => "SIGINT",
+            libc::SIGQUIT => "SIGQUIT",
+            libc::SIGILL => "SIGILL",
+            libc::SIGABRT => "SIGABRT",
+            libc::SIGBUS => "SIGBUS",
+            libc::SIGFPE => "SIGFPE",
+            libc::SIGKILL => "SIGKILL",
+            libc::SIGSEGV => "SIGSEGV",
+            libc::SIGPIPE => "SIGPIPE",
+            libc::SIGTERM => "SIGTERM",
+            _ => "",
+        };
+        if name.is_empty() {
+            format!("killed by signal {s}")
+        } else {
+            format!("killed by signal {s} ({name})")
+        }
+    } else {
+        format!("ended with wait status {status}")
+    }
+}
+
+/// Reaps the group leader if it has ended.
+fn reap(pid: i32, exit: &mut Option<String>) {
+    if exit.is_some() {
+        return;
+    }
+    let mut status = 0;
+    // SAFETY: waiting, without blocking, for our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r == pid {
+        *exit = Some(exit_reason(status));
+    } else if r < 0 {
+        // Not our child (any more): someone else reaped it.
+        *exit = Some("ended (reaped elsewhere)".into());
+    }
+}
+
+fn group_gone(pid: i32, exit: &mut Option<String>) -> bool {
+    reap(pid, exit);
+    exit.is_some() && procfs::live_members(pid).is_empty()
+}
+
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGTERM to the group, `grace` to go, then SIGKILL. Returns whether
+/// SIGKILL was needed. The leader is reaped, so until then its pid (the
+/// group's id) cannot be reused, and a group with members keeps its id:
+/// signals only go while the group is ours.
+fn terminate(pid: i32, exit: &mut Option<String>, grace: Duration) -> bool {
+    if group_gone(pid, exit) {
+        return false;
+    }
+    // SAFETY: kill(2) on the group we started.
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
+    if wait_until(grace, || group_gone(pid, exit)) {
+        return false;
+    }
+    if exit.is_none() || !procfs::live_members(pid).is_empty() {
+        // SAFETY: as above.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    wait_until(KILL_WAIT, || group_gone(pid, exit));
+    true
+}
+
+/// Removes a directory benchlab made (it holds the marker).
+fn remove_ours(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.join(MARKER).is_file() {
+        return Err(format!(
+            "{} has no {MARKER}: left in place (benchlab removes only what it made)",
+            dir.display()
+        ));
+    }
+    fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))
+}
+
+/// The last lines of a service's logs (error log first), secrets masked.
+fn log_tail(scratch: &Path, secrets: &[String]) -> String {
+    let mut out = String::new();
+    for name in ["error.log", "output.log"] {
+        let Ok(text) = fs::read_to_string(scratch.join(name)) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        if lines.is_empty() {
+            continue;
+        }
+        for l in &lines[lines.len().saturating_sub(LOG_LINES)..] {
+            out.push_str(&format!("  {name}: {l}\n"));
+        }
+    }
+    mask(&out, secrets)
+}
+
+fn mask(text: &str, secrets: &[String]) -> String {
+    let mut t = text.to_string();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        t = t.replace(s.as_str(), MASK);
+    }
+    t
+}
+
+/// What was made so far by a start, undone if it fails.
+struct Partial {
+    name: String,
+    journal: Option<Journal>,
+    dirs: Vec<PathBuf>,
+    pid: Option<i32>,
+    exit: Option<String>,
+}
+
+impl Partial {
+    /// Opens the service's own journal: nothing is made before it exists.
+    fn open(spec: &ServiceSpec, opts: &StartOptions) -> Result<Partial, ServiceError> {
+        let journal = Journal::create(&opts.journal_dir, &spec.host, None).map_err(|source| {
+            ServiceError::Journal {
+                service: spec.name.clone(),
+                source,
+            }
+        })?;
+        Ok(Partial {
+            name: spec.name.clone(),
+            journal: Some(journal),
+            dirs: Vec::new(),
+            pid: None,
+            exit: None,
+        })
+    }
+
+    fn io(&self, context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
+        let (service, context) = (self.name.clone(), context.into());
+        move |source| ServiceError::Io {
+            service,
+            context,
+            source,
+        }
+    }
+
+    /// Journals a change of this service (`what`: `scratch directory`,
+    /// `process group` …).
+    fn journal(&mut self, what: &str, change: Change) -> Result<(), ServiceError> {
+        let j = self.journal.as_mut().expect("open while starting");
+        j.record(&format!("service {} {what}", self.name), change)
+            .map_err(|source| ServiceError::Journal {
+                service: self.name.clone(),
+                source,
+            })
+    }
+
+    /// Makes a directory of ours: journaled first (unless inside one that
+    /// is), then made with the marker in it.
+    fn make_dir(&mut self, what: &str, dir: &Path, journal: bool) -> Result<(), ServiceError> {
+        if journal {
+            self.journal(
+                what,
+                Change::ScratchDir {
+                    path: dir.display().to_string(),
+                },
+            )?;
+        }
+        fs::create_dir(dir).map_err(self.io(format!("create {}", dir.display())))?;
+        self.dirs.push(dir.to_path_buf());
+        // Readable by the server's unprivileged workers (www-data).
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755))
+            .map_err(self.io(format!("set the mode of {}", dir.display())))?;
+        fs::write(
+            dir.join(MARKER),
+            format!(
+                "made by benchlab for service `{}` (pid {}); removed when it stops\n",
+                self.name,
+                std::process::id()
+            ),
+        )
+        .map_err(self.io(format!("write {}", dir.join(MARKER).display())))
+    }
+
+    /// Makes the directories and files, and forks the server's process,
+    /// which waits at the gate.
+    fn lay_out(&mut self, p: &Prepared) -> Result<gate::Gated, ServiceError> {
+        self.make_dir("scratch directory", &p.scratch, true)?;
+        test_pause("scratch");
+        match &p.root {
+            Root::InScratch => self.make_dir("document root", &p.document_root, false)?,
+            Root::Create(d) => self.make_dir("document root", d, true)?,
+            Root::Ours(d) => {
+                self.journal(
+                    "document root",
+                    Change::ScratchDir {
+                        path: d.display().to_string(),
+                    },
+                )?;
+                self.dirs.push(d.clone());
+            }
+        }
+        if let Some((path, text)) = &p.config {
+            // 0600: it may hold secrets; the server reads it as root.
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(self.io(format!("write {}", path.display())))?;
+        }
+        let output = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(p.scratch.join("output.log"))
+            .map_err(self.io("create output.log"))?;
+        let (program, argv, cwd) = p.exec.clone();
+        let launch = gate::Launch {
+            program,
+            argv,
+            cwd,
+            output,
+            cpus: p.spec.cpus.clone(),
+        };
+        let gated = gate::spawn(&launch).map_err(self.io("fork the server's process"))?;
+        self.pid = Some(gated.pid());
+        Ok(gated)
+    }
+
+    /// Stops what started and removes what was made; the journal goes
+    /// only when everything is undone.
+    fn undo(mut self) -> Result<(), String> {
+        if let Some(pid) = self.pid {
+            terminate(pid, &mut self.exit, Duration::from_secs(5));
+        }
+        let mut problems = Vec::new();
+        for d in self.dirs.iter().rev() {
+            if let Err(e) = remove_ours(d) {
+                problems.push(e);
+            }
+        }
+        if let Some(j) = self.journal.take() {
+            if problems.is_empty() {
+                if let Err(e) = j.finish() {
+                    problems.push(e.to_string());
+                }
+            } else {
+                problems.push(format!(
+                    "journal kept at {}: run `benchlab restore`",
+                    j.path().display()
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// A step failed: undoes, and returns its error (with what undoing
+    /// could not do).
+    fn abort(self, e: ServiceError) -> ServiceError {
+        let name = self.name.clone();
+        match self.undo() {
+            Ok(()) => e,
+            Err(u) => ServiceError::Start {
+                service: name,
+                message: format!("{e} (and undoing the start failed: {u})"),
+                log: String::new(),
+            },
+        }
+    }
+
+    /// The server did not start: undoes, and says so in the error.
+    fn fail(self, message: String, log: String) -> ServiceError {
+        let name = self.name.clone();
+        let message = match self.undo() {
+            Ok(()) => message,
+            Err(e) => format!("{message} (and undoing the start failed: {e})"),
+        };
+        ServiceError::Start {
+            service: name,
+            message,
+            log,
+        }
+    }
+}
+
+/// Probes until the server answers; fails if its main process ends first
+/// or the time runs out.
+fn wait_ready(
+    p: &Prepared,
+    mut partial: Partial,
+    released: Instant,
+) -> Result<Partial, ServiceError> {
+    let pid = partial.pid.expect("started");
+    let target = probe::target(p.listen);
+    let deadline = released + Duration::from_secs_f64(p.spec.ready_timeout_s);
+    loop {
+        reap(pid, &mut partial.exit);
+        if let Some(reason) = partial.exit.clone() {
+            let log = log_tail(&p.scratch, &p.secrets);
+            return Err(partial.fail(format!("{} {reason} while starting", p.program), log));
+        }
+        match probe::attempt(&p.spec.probe, target) {
+            Ok(()) => return Ok(partial),
+            Err(why) if Instant::now() >= deadline => {
+                let log = log_tail(&p.scratch, &p.secrets);
+                return Err(partial.fail(
+                    format!(
+                        "{} did not become ready within {} s (last probe: {why}); it was stopped",
+                        p.program, p.spec.ready_timeout_s
+                    ),
+                    log,
+                ));
+            }
+            Err(_) => std::thread::sleep(PROBE_EVERY),
+        }
+    }
+}
+
+impl Service {
+    /// Starts a service: every check first (nothing is made before they
+    /// pass), then — journal first — its scratch directory, its document
+    /// root and its process group, then waits until its probe answers.
+    /// On any failure everything made is removed again and the error
+    /// carries the server's last log lines.
+    pub fn start(plan: &ServicePlan, opts: &StartOptions) -> Result<Service, ServiceError> {
+        let p = prepare(plan, opts)?;
+        // Every check passed. From here on, journal first.
+        test_pause("journal");
+        let mut partial = Partial::open(&p.spec, opts)?;
+        let gated = match partial.lay_out(&p) {
+            Ok(g) => g,
+            Err(e) => return Err(partial.abort(e)),
+        };
+        let pid = gated.pid();
+        test_pause("forked");
+        // The child exists (it waits at the gate): its start time is its
+        // fork's, which exec does not change.
+        let start_ticks = benchlab_env::sys::start_ticks(pid).unwrap_or(0);
+        let group = Change::ProcessGroup {
+            pgid: pid,
+            start_ticks,
+        };
+        if let Err(e) = partial.journal("process group", group) {
+            gated.abandon();
+            partial.exit = Some("never started".into());
+            return Err(partial.abort(e));
+        }
+        test_pause("journaled");
+        let released = Instant::now();
+        if let Err(e) = gated.release() {
+            let log = log_tail(&p.scratch, &p.secrets);
+            return Err(partial.fail(format!("cannot start {}: {e}", p.program), log));
+        }
+        test_pause("released");
+        let partial = wait_ready(&p, partial, released)?;
+        Ok(Service::running(p, partial, released))
+    }
+
+    fn running(p: Prepared, mut partial: Partial, released: Instant) -> Service {
+        let pid = partial.pid.expect("started");
+        let desc = ServiceDescription {
+            name: p.spec.name.clone(),
+            kind: p.spec.kind,
+            host: p.spec.host.clone(),
+            version: p.version,
+            program: p.program,
+            argv: p.argv_shown,
+            config_origin: p.config_origin,
+            config: p.config_shown,
+            listen: p.listen,
+            document_root: p.document_root,
+            cpus: p.spec.cpus.clone(),
+            workers: p.workers,
+            restart: p.spec.restart,
+            probe: p.spec.probe.clone(),
+            pgid: pid,
+            scratch: p.scratch.clone(),
+            ready_after_s: released.elapsed().as_secs_f64(),
+        };
+        Service {
+            desc,
+            pid,
+            exit: None,
+            scratch: p.scratch,
+            own_root: match p.root {
+                Root::InScratch => None,
+                Root::Create(d) | Root::Ours(d) => Some(d),
+            },
+            journal: partial.journal.take(),
+            secrets: p.secrets,
+            stop_grace: Duration::from_secs_f64(p.spec.stop_timeout_s),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.desc.name
+    }
+
+    /// What the appendix records of it.
+    pub fn description(&self) -> &ServiceDescription {
+        &self.desc
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.desc.listen
+    }
+
+    /// Its process group (= its main process).
+    pub fn pgid(&self) -> i32 {
+        self.pid
+    }
+
+    /// A snapshot of what its processes use now.
+    pub fn usage(&self) -> ServiceUsage {
+        procfs::group_usage(self.pid)
+    }
+
+    /// Whether it still runs, or how it died (exit code or signal).
+    pub fn check_alive(&mut self) -> Liveness {
+        reap(self.pid, &mut self.exit);
+        match &self.exit {
+            None => Liveness::Alive,
+            Some(reason) => Liveness::Died {
+                reason: format!("{} {reason}", self.desc.kind),
+                log: log_tail(&self.scratch, &self.secrets),
+            },
+        }
+    }
+
+    /// Stops it: SIGTERM to its group, the grace period, then SIGKILL;
+    /// removes its scratch directory (and a document root benchlab made)
+    /// and finishes its journal.
+    pub fn stop(mut self) -> Result<StopReport, ServiceError> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Result<StopReport, ServiceError> {
+        let usage = self.usage();
+        reap(self.pid, &mut self.exit);
+        let died_before = self.exit.is_some();
+        let forced = terminate(self.pid, &mut self.exit, self.stop_grace);
+        let mut problems = Vec::new();
+        if !procfs::live_members(self.pid).is_empty() {
+            problems.push(format!(
+                "process group {} is still alive after SIGKILL",
+                self.pid
+            ));
+        }
+        for d in std::iter::once(&self.scratch).chain(self.own_root.iter()) {
+            if let Err(e) = remove_ours(d) {
+                problems.push(e);
+            }
+        }
+        if let Some(j) = self.journal.take() {
+            if problems.is_empty() {
+                if let Err(e) = j.finish() {
+                    problems.push(e.to_string());
+                }
+            } else {
+                problems.push(format!(
+                    "journal kept at {}: run `benchlab restore`",
+                    j.path().display()
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ServiceError::Start {
+                service: self.desc.name.clone(),
+                message: format!("stopping: {}", problems.join("; ")),
+                log: String::new(),
+            });
+        }
+        Ok(StopReport {
+            exit: self.exit.clone().unwrap_or_else(|| "unknown".into()),
+            died_before,
+            forced,
+            usage,
+        })
+    }
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("name", &self.desc.name)
+            .field("kind", &self.desc.kind)
+            .field("listen", &self.desc.listen)
+            .field("pgid", &self.pid)
+            .field("exit", &self.exit)
+            .finish()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if self.journal.is_some() {
+            let _ = self.stop_inner();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_reasons() {
+        assert_eq!(exit_reason(1 << 8), "exited with code 1");
+        assert_eq!(exit_reason(9), "killed by signal 9 (SIGKILL)");
+        assert_eq!(exit_reason(15), "killed by signal 15 (SIGTERM)");
+    }
+
+    #[test]
+    fn masking() {
+        assert_eq!(
+            mask("pw=hunter2 ok", &["hunter2".into(), String::new()]),
+            format!("pw={MASK} ok")
+        );
+    }
+
+    #[test]
+    fn placement_words() {
+        let mut d = ServiceDescription {
+            name: "w".into(),
+            kind: ServiceKind::Nginx,
+            host: "local".into(),
+            version: None,
+            program: "nginx".into(),
+            argv: vec![],
+            config_origin: None,
+            config: None,
+            listen: "127.0.0.1:1".parse().unwrap(),
+            document_root: "/x".into(),
+            cpus: None,
+            workers: "2".into(),
+            restart: Restart::Never,
+            probe: Probe::Tcp,
+            pgid: 1,
+            scratch: "/s".into(),
+            ready_after_s: 0.0,
+        };
+        assert_eq!(d.placement(), "any CPU");
+        d.cpus = Some(vec![0]);
+        assert_eq!(d.placement(), "CPU 0");
+        d.cpus = Some(vec![0, 1]);
+        assert_eq!(d.placement(), "CPUs 0,1");
+    }
+
+    #[test]
+    fn files_we_did_not_make_are_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let theirs = d.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::write(theirs.join("index.html"), "x").unwrap();
+        assert!(remove_ours(&theirs).unwrap_err().contains("left in place"));
+        assert!(theirs.join("index.html").exists());
+        fs::write(theirs.join(MARKER), "").unwrap();
+        remove_ours(&theirs).unwrap();
+        assert!(!theirs.exists());
+    }
+}
