@@ -20,10 +20,10 @@
 use std::fmt::Write;
 
 use benchlab_core::Better;
-use benchlab_stats::{Verdict, BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
+use benchlab_stats::Verdict;
 
 use crate::model::{Advantage, RunReport, Table};
-use crate::render::{cell_text, group_thousands, selection_text, title_of};
+use crate::render::{cell_text, group_thousands, title_of};
 use crate::views::{self, CurveView, Matrix, MatrixView, View};
 
 /// Series colours (Okabe–Ito, distinguishable with the common forms of
@@ -167,20 +167,12 @@ pub fn render_html(report: &RunReport) -> String {
     o
 }
 
+/// The report's legend, and what only the HTML shows: colours and the
+/// interval column.
 fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {} with the half-width of its confidence interval (±) and the number of repetitions n. \
-         Advantage over {}: (A−B)/B when higher is better, (B−A)/B when lower is better, with the 95% \
-         confidence interval of the ratio of means (Fieller). Green: better, red: worse — only when the whole \
-         interval lies beyond ±{DEFAULT_NOISE_PCT}% and a Mann-Whitney test that could decide agrees \
-         (p ≤ {SIGNIFICANCE}); ≈ no significant difference; † called from the interval alone, too few \
-         repetitions for any rank test; ? too few repetitions to tell.",
-        selection_text(report.selection),
-        report
-            .configurations
-            .first()
-            .map(|c| c.name.as_str())
-            .unwrap_or("the first configuration")
+        "{} Green: better, red: worse (a verdict, not just a sign). The \"95% CI\" column: Fieller's interval of the ratio of means; n: the repetitions behind a figure.",
+        crate::text::legend(report).trim_end()
     )
 }
 
@@ -1306,56 +1298,14 @@ fn markdown_tables_to_html(md: &str, o: &mut String) {
 fn appendix_b(report: &RunReport, o: &mut String) {
     let r = &report.run;
     o.push_str("<h2>Appendix B — methodology</h2>\n<table>\n");
-    let mut row = |k: &str, v: &str| {
+    for (k, v) in crate::text::methodology(report) {
         let _ = writeln!(
             o,
             "<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>",
-            esc(k),
-            esc(v)
+            esc(&k),
+            esc(&v)
         );
-    };
-    row("benchlab version", &r.benchlab_version);
-    row("Study file", &r.study_file);
-    row("Controller host", &r.controller_host);
-    row("Started", &r.started_at);
-    row("Ended", r.ended_at.as_deref().unwrap_or("(not finished)"));
-    if let Some(d) = duration_s(&r.started_at, r.ended_at.as_deref()) {
-        row("Duration", &format!("{d:.0} s"));
     }
-    row(
-        "Run options",
-        &format!(
-            "time scale {}{}",
-            r.options.scale,
-            if r.options.quick {
-                ", quick trial (one repetition)"
-            } else {
-                ""
-            }
-        ),
-    );
-    row("Repetitions", &report.repetition_rule);
-    row("Quoted figure", selection_text(report.selection));
-    row(
-        "Intervals of figures",
-        "median: distribution-free order-statistic interval (Le Boudec 2010, Thm 2.1), its exact coverage stated when below 95%; mean: Student t",
-    );
-    row(
-        "Advantage",
-        "(A−B)/B for higher-is-better metrics, (B−A)/B for lower-is-better, as the seeds compute it; aggregate rows from the aggregates",
-    );
-    row(
-        "Interval of an advantage",
-        &format!(
-            "Fieller's 95% interval for the ratio of means with Welch degrees of freedom (Fieller 1954; Tamhane & Logan 2004); for medians, a percentile bootstrap with {BOOTSTRAP_RESAMPLES} resamples seeded from the data (Efron & Tibshirani 1993, ch. 13), in the JSON output"
-        ),
-    );
-    row(
-        "Verdict",
-        &format!(
-            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; when no rank test can reach that p with so few repetitions the verdict is marked †"
-        ),
-    );
     o.push_str("</table>\n");
     if !report.events.is_empty() {
         o.push_str("<h3>Run events</h3><table><tr><th class=\"l\">time</th><th class=\"l\">event</th><th class=\"l\">detail</th></tr>\n");
@@ -1379,37 +1329,6 @@ fn appendix_b(report: &RunReport, o: &mut String) {
     }
 }
 
-/// Seconds between two RFC 3339 times of the form the runner writes
-/// (`YYYY-MM-DDTHH:MM:SS[.frac]Z`), when both parse.
-fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
-    fn secs(t: &str) -> Option<f64> {
-        let t = t.strip_suffix('Z')?;
-        let (date, time) = t.split_once('T')?;
-        let d: Vec<i64> = date
-            .split('-')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        let hms: Vec<f64> = time
-            .split(':')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        if d.len() != 3 || hms.len() != 3 {
-            return None;
-        }
-        // Days from the civil date (H. Hinnant, "chrono-Compatible Low-Level
-        // Date Algorithms", days_from_civil).
-        let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
-        Some(days as f64 * 86_400.0 + hms[0] * 3600.0 + hms[1] * 60.0 + hms[2])
-    }
-    let d = secs(end?)? - secs(start)?;
-    (d >= 0.0).then_some(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1420,20 +1339,6 @@ mod tests {
             esc("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            duration_s("2026-11-21T10:00:00Z", Some("2026-11-21T10:02:30.5Z")),
-            Some(150.5)
-        );
-        // Across a month end and a leap day.
-        assert_eq!(
-            duration_s("2024-02-28T23:00:00Z", Some("2024-03-01T01:00:00Z")),
-            Some(26.0 * 3600.0)
-        );
-        assert_eq!(duration_s("garbage", Some("2024-03-01T01:00:00Z")), None);
     }
 
     /// Settings changed by a configuration appear, before → after, in the

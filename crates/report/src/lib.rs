@@ -8,6 +8,7 @@ pub mod html;
 pub mod import;
 pub mod model;
 pub mod render;
+pub mod text;
 pub mod views;
 
 pub use model::{build, RunReport};

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use benchlab_core::study::Selection;
 use benchlab_stats::Verdict;
 
-use crate::model::{Advantage, Cell, Row, RunReport, Table, NOISE_PCT};
+use crate::model::{Advantage, Cell, Row, RunReport, Table};
 use crate::views::{self, CurveView, MatrixView, View};
 
 /// Output formats of `benchlab show`.
@@ -195,13 +195,7 @@ fn confidence_note(t: &Table) -> Option<String> {
     })
 }
 
-fn legend(report: &RunReport) -> String {
-    format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no significant difference (the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it, or a Mann-Whitney test that could decide finds p > 0.05); † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
-        selection_text(report.selection),
-        report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
-    )
-}
+use crate::text::legend;
 
 /// Writes rows (the first is the header) as a Markdown table, every
 /// column right-aligned.
@@ -473,21 +467,9 @@ fn settings_md(report: &RunReport, out: &mut String) {
 fn methodology_md(report: &RunReport, out: &mut String) {
     let r = &report.run;
     let _ = writeln!(out, "\n## Appendix B — methodology\n");
-    let _ = writeln!(
-        out,
-        "- benchlab {}; run {} started {}, ended {}.",
-        r.benchlab_version,
-        r.id,
-        r.started_at,
-        r.ended_at.as_deref().unwrap_or("(not finished)")
-    );
-    let _ = writeln!(out, "- Repetitions: {}.", report.repetition_rule);
-    let _ = writeln!(
-        out,
-        "- Quoted figure: {}.",
-        selection_text(report.selection)
-    );
-    let _ = writeln!(out, "- Advantage intervals: Fieller's 95% interval for the ratio of means (Welch degrees of freedom); verdicts need the whole interval beyond ±{NOISE_PCT}% and no contradiction from a two-sided Mann-Whitney U test at p ≤ 0.05 (see docs/methods.md).");
+    for (k, v) in crate::text::methodology(report) {
+        let _ = writeln!(out, "- **{k}**: {v}");
+    }
     if !r.study_text.is_empty() {
         let _ = writeln!(
             out,
