@@ -460,6 +460,20 @@ fn curve_report_in_every_renderer() {
         assert!(md.contains(f), "`{f}` missing from the Markdown");
     }
 
+    // Across runs: `compare` draws the chosen configurations' lines.
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let c: serde_json::Value =
+        serde_json::from_str(&s.run_ok(&["compare", "2:fast", "1:base", "--format", "json"]))
+            .unwrap();
+    assert_valid(&c);
+    let cv = &c["views"][0];
+    assert_eq!(cv["lines"][0]["configuration"], "2:fast");
+    assert_eq!(cv["lines"][1]["configuration"], "1:base");
+    assert_eq!(
+        cv["findings"][2],
+        "At their peaks 2:fast is 1.20× faster than 1:base (480 against 400 units)."
+    );
+
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert_eq!(html.matches("<svg class=\"chart curve\"").count(), 1);
     assert_eq!(html.matches("class=\"peak\"").count(), 2, "a peak per line");

@@ -253,6 +253,19 @@ fn findings(report: &RunReport, o: &mut String) {
             );
         }
     }
+    // The scaling curves' peaks and how the configurations compare there.
+    for v in &report.views {
+        let View::Curve(c) = v else { continue };
+        for f in &c.findings {
+            any = true;
+            let _ = writeln!(
+                o,
+                "<li>{} — {}</li>",
+                esc(&views::caption(&c.workload, &c.fixed)),
+                esc(f)
+            );
+        }
+    }
     if !any {
         o.push_str("<li>One configuration only: nothing to compare.</li>\n");
     }

@@ -752,6 +752,103 @@ fn findings(v: &CurveView) -> Vec<String> {
     out
 }
 
+/// One column of a comparison of views: its label (`3:optimized`), the
+/// matching view of its run's report (if that run has one) and the
+/// configuration whose line or matrices it takes.
+pub struct Column<'a, V> {
+    /// Column label.
+    pub label: String,
+    /// The matching view of the column's run.
+    pub view: Option<&'a V>,
+    /// The configuration of that run.
+    pub configuration: String,
+}
+
+/// Whether two curves show the same thing (possibly of different runs).
+pub fn same_curve(a: &CurveView, b: &CurveView) -> bool {
+    (&a.workload, &a.fixed, &a.x_param, &a.metric) == (&b.workload, &b.fixed, &b.x_param, &b.metric)
+}
+
+/// Whether two matrix views show the same thing.
+pub fn same_matrices(a: &MatrixView, b: &MatrixView) -> bool {
+    (&a.workload, &a.fixed, &a.row_param, &a.col_param)
+        == (&b.workload, &b.fixed, &b.row_param, &b.col_param)
+}
+
+/// `base` with one line per column (`compare`): each column's line on
+/// `base`'s x values (matched by label), peaks, ratios and findings
+/// computed again over the new lines.
+pub fn compare_curve(base: &CurveView, columns: &[Column<CurveView>]) -> CurveView {
+    let mut lines = Vec::new();
+    for c in columns {
+        let Some(v) = c.view else { continue };
+        let Some(line) = v.lines.iter().find(|l| l.configuration == c.configuration) else {
+            continue;
+        };
+        let points: Vec<Option<CurvePoint>> = base
+            .x
+            .iter()
+            .map(|x| {
+                let i = v.x.iter().position(|y| y == x)?;
+                line.points.get(i).cloned().flatten()
+            })
+            .collect();
+        let peak = peak_of(&points, &base.x, base.better);
+        lines.push(CurveLine {
+            configuration: c.label.clone(),
+            points,
+            peak,
+        });
+    }
+    let mut out = CurveView {
+        lines,
+        ratios: Vec::new(),
+        findings: Vec::new(),
+        ..base.clone()
+    };
+    out.ratios = ratios(&out.lines, out.better);
+    out.findings = findings(&out);
+    out
+}
+
+/// `base` with each column's matrices (`compare`), cells placed on
+/// `base`'s rows and columns by label.
+pub fn compare_matrices(base: &MatrixView, columns: &[Column<MatrixView>]) -> MatrixView {
+    let mut matrices = Vec::new();
+    for c in columns {
+        let Some(v) = c.view else { continue };
+        for m in v
+            .matrices
+            .iter()
+            .filter(|m| m.configuration == c.configuration)
+        {
+            let cells = base
+                .rows
+                .iter()
+                .map(|r| {
+                    base.cols
+                        .iter()
+                        .map(|k| {
+                            let i = v.rows.iter().position(|x| x == r)?;
+                            let j = v.cols.iter().position(|x| x == k)?;
+                            m.cells.get(i)?.get(j).copied().flatten()
+                        })
+                        .collect()
+                })
+                .collect();
+            matrices.push(Matrix {
+                configuration: c.label.clone(),
+                cells,
+                ..m.clone()
+            });
+        }
+    }
+    MatrixView {
+        matrices,
+        ..base.clone()
+    }
+}
+
 /// The caption of a view: workload, then the fixed parameters.
 pub fn caption(workload: &str, fixed: &str) -> String {
     if fixed.is_empty() {
@@ -1004,5 +1101,43 @@ mod tests {
         assert_eq!(x_words("clients", "1"), "1 client");
         assert_eq!(x_words("clients", "2"), "2 clients");
         assert_eq!(x_words("size", "2"), "size 2");
+    }
+
+    /// A comparison takes each column's line on the base's x values: an x
+    /// the other run lacks is a gap, an x only it has is left out.
+    #[test]
+    fn compare_curve_matches_x_by_label() {
+        let a = curve(&[("one", &[100.0, 200.0, 400.0])], Better::Higher);
+        let b = curve(&[("two", &[300.0, 500.0])], Better::Higher);
+        let cols = [
+            Column {
+                label: "1:one".into(),
+                view: Some(&a),
+                configuration: "one".into(),
+            },
+            Column {
+                label: "2:two".into(),
+                view: Some(&b),
+                configuration: "two".into(),
+            },
+            Column {
+                label: "3:none".into(),
+                view: None,
+                configuration: "x".into(),
+            },
+        ];
+        let c = compare_curve(&a, &cols);
+        assert_eq!(c.lines.len(), 2);
+        let vals: Vec<Option<f64>> = c.lines[1]
+            .points
+            .iter()
+            .map(|p| p.as_ref().map(|p| p.value))
+            .collect();
+        assert_eq!(vals, [Some(300.0), Some(500.0), None]);
+        assert_eq!(c.ratios[0].ratio, 1.25);
+        assert_eq!(
+            c.findings[2],
+            "At their peaks 2:two is 1.25× faster than 1:one (500 against 400 rate)."
+        );
     }
 }
