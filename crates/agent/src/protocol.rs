@@ -111,6 +111,21 @@ pub enum Request {
         /// The service's name.
         name: String,
     },
+    /// Put a service workload's content in place for its service (on the
+    /// service's host: a web workload's file set in the document root).
+    Prepare {
+        /// Workload kind.
+        kind: String,
+        /// The point's parameters.
+        params: Params,
+        /// The service.
+        service: ServiceInfo,
+    },
+    /// Remove what a `prepare` created (exactly the paths it returned).
+    Unprepare {
+        /// Files and directories `prepared` listed.
+        paths: Vec<std::path::PathBuf>,
+    },
     /// End the session; the agent exits.
     Shutdown,
 }
@@ -225,6 +240,13 @@ pub enum Response {
         /// How it went.
         report: benchlab_service::StopReport,
     },
+    /// Answer to `Prepare`: what it created.
+    Prepared {
+        /// Files and directories, removed by `Unprepare`.
+        paths: Vec<std::path::PathBuf>,
+    },
+    /// Answer to `Unprepare`.
+    Unprepared,
     /// Answer to `Shutdown`.
     Bye,
 }

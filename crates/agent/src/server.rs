@@ -413,6 +413,50 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                 }
             },
             (state, Request::Go { .. }) => refuse(state, "go"),
+            (
+                State::Idle,
+                Request::Prepare {
+                    kind,
+                    params,
+                    service,
+                },
+            ) => match registry.get(&kind) {
+                None => Response::Error {
+                    message: format!("this agent has no workload `{kind}`"),
+                    skipped: true,
+                },
+                Some(wl) => match wl.prepare_service(&params, &service) {
+                    Ok(paths) => Response::Prepared { paths },
+                    Err(e) => error_response(&e),
+                },
+            },
+            (State::Idle, Request::Unprepare { paths }) => {
+                // Exactly what `prepare` reported creating; the workload
+                // created each path whole, so each goes whole.
+                let mut failed = Vec::new();
+                for p in &paths {
+                    let r = if p.is_dir() {
+                        std::fs::remove_dir_all(p)
+                    } else {
+                        std::fs::remove_file(p)
+                    };
+                    match r {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => failed.push(format!("{}: {e}", p.display())),
+                    }
+                }
+                if failed.is_empty() {
+                    Response::Unprepared
+                } else {
+                    Response::Error {
+                        message: format!("could not remove {}", failed.join("; ")),
+                        skipped: false,
+                    }
+                }
+            }
+            (state, Request::Prepare { .. }) => refuse(state, "prepare"),
+            (state, Request::Unprepare { .. }) => refuse(state, "unprepare"),
             (state, Request::Serve { .. }) => refuse(state, "serve"),
             (state, Request::Collect { .. }) => refuse(state, "collect"),
             (state, Request::RunClient { .. }) => refuse(state, "run_client"),

@@ -9,6 +9,7 @@ mod hosts;
 mod progress;
 mod report_cmd;
 mod runner;
+mod services;
 
 use std::path::PathBuf;
 
@@ -27,7 +28,8 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_net::PINGPONG)
         .add(&benchlab_wl_fs::MATRIX)
         .add(&benchlab_core::fake::FAKE)
-        .add(&benchlab_core::fake::FAKE_CLIENTS);
+        .add(&benchlab_core::fake::FAKE_CLIENTS)
+        .set_service_check(services::check);
     r
 }
 

@@ -24,6 +24,7 @@ use crate::combine;
 use crate::envrun::EnvControl;
 use crate::hosts::{Pool, Role};
 use crate::progress::Progress;
+use crate::services::{self, ServiceCtx, Services, Target};
 
 /// Slack added to a client's expected duration before it is declared hung.
 const CLIENT_SLACK: Duration = Duration::from_secs(60);
@@ -229,6 +230,15 @@ fn execute(
         .copied()
         .collect();
 
+    // Every managed service's template and variables are checked before
+    // anything runs.
+    for c in &study.configurations {
+        for decl in c.services.iter().filter(|d| d.address.is_none()) {
+            services::plan_of(decl, study, &pool)
+                .with_context(|| format!("configuration `{}`", c.name))?;
+        }
+    }
+    let mut svc = Services::default();
     let mut progress = Progress::new(todo.len(), plan.expected_s(&todo), done.len());
     let mut failed = 0;
     let mut stopped = false;
@@ -299,15 +309,56 @@ fn execute(
                 Err(why) => Err(UnitError::Failed(why)),
                 Ok(()) => {
                     let sides = [env.server.clone(), env.client.clone()];
-                    let mut r = run_unit(
-                        reg,
-                        study,
-                        point,
-                        unit.repetition,
-                        &sides,
-                        &mut pool,
-                        interrupt,
-                    );
+                    let wl_side = reg.get(&entry.kind).map(|w| w.server_side());
+                    let targets = if wl_side == Some(ServerSide::Service) {
+                        let mut ctx = ServiceCtx {
+                            study,
+                            pool: &mut pool,
+                            store,
+                            run_id,
+                            interrupt,
+                        };
+                        svc.ready(
+                            &mut ctx,
+                            point.config,
+                            (point.workload, point.point),
+                            &entry.services,
+                            &entry.kind,
+                            &point.params,
+                        )
+                    } else {
+                        Ok(Vec::new())
+                    };
+                    let mut r = match targets {
+                        Err(why) => Err(UnitError::Failed(why)),
+                        Ok(targets) => {
+                            let unit_spec = UnitSpec {
+                                point,
+                                repetition: unit.repetition,
+                                sides: &sides,
+                                targets: &targets,
+                            };
+                            let r = run_unit(
+                                reg, study, &unit_spec, &mut pool, store, run_id, interrupt,
+                            );
+                            // A server that went down mid-point fails it
+                            // with its own exit reason, whatever the
+                            // clients saw.
+                            let mut ctx = ServiceCtx {
+                                study,
+                                pool: &mut pool,
+                                store,
+                                run_id,
+                                interrupt,
+                            };
+                            match svc.died(&mut ctx, &targets) {
+                                Some(why) if !matches!(r, Err(UnitError::Interrupted)) => {
+                                    Err(UnitError::Failed(why))
+                                }
+                                _ => r,
+                            }
+                        }
+                    };
                     if let Some(load) = env.point_end(interrupt) {
                         if let Ok(sample) = &mut r {
                             // The load's own CPU use (100 = one CPU), so
@@ -380,7 +431,15 @@ fn execute(
         if outcome.is_err() {
             // The agents' state is unknown after a failed or skipped point
             // (another target's server may still be waiting): stop them all,
-            // on every host; the next point starts fresh ones.
+            // on every host; the next point starts fresh ones. Services go
+            // first, stopped by the agents that hold them.
+            svc.stop_all(&mut ServiceCtx {
+                study,
+                pool: &mut pool,
+                store,
+                run_id,
+                interrupt,
+            });
             pool.kill_all();
             if matches!(outcome, Err(UnitError::Failed(_)))
                 && study.defaults.on_error == OnError::Stop
@@ -394,7 +453,14 @@ fn execute(
         }
     }
     progress.finish();
-    // Put every host back before anything else (also after Ctrl-C).
+    // Stop the services, then put every host back (also after Ctrl-C).
+    svc.stop_all(&mut ServiceCtx {
+        study,
+        pool: &mut pool,
+        store,
+        run_id,
+        interrupt,
+    });
     env.revert(&mut pool, store, run_id, interrupt)?;
 
     let interrupted = interrupt.load(Ordering::Relaxed);
@@ -537,6 +603,16 @@ fn agent_error(who: &str, message: String, skipped: bool) -> UnitError {
     }
 }
 
+/// What one repetition runs: the point, its repetition, the sides'
+/// placements and, for a service workload, its services.
+#[derive(Clone, Copy)]
+struct UnitSpec<'a> {
+    point: &'a PlannedPoint,
+    repetition: u32,
+    sides: &'a [benchlab_core::placement::Placement; 2],
+    targets: &'a [Target],
+}
+
 /// One client side of a repetition: an agent on a client host, driving
 /// its share of one target's clients.
 struct ClientJob {
@@ -585,12 +661,18 @@ fn client_jobs(wl: &dyn Workload, entry: &WorkloadEntry, params: &Params) -> Vec
 fn run_unit(
     reg: &Registry,
     study: &Study,
-    point: &PlannedPoint,
-    repetition: u32,
-    sides: &[benchlab_core::placement::Placement; 2],
+    unit: &UnitSpec<'_>,
     pool: &mut Pool,
+    store: &Store,
+    run_id: i64,
     interrupt: &AtomicBool,
 ) -> std::result::Result<Sample, UnitError> {
+    let UnitSpec {
+        point,
+        repetition,
+        sides,
+        targets: services,
+    } = *unit;
     let entry = &study.workloads[point.workload];
     let wl = reg
         .get(&entry.kind)
@@ -606,9 +688,13 @@ fn run_unit(
     };
     let own_server = wl.server_side() == ServerSide::Own;
 
-    // Server sides.
+    // Server sides: benchlab's own, or the services' addresses.
     let mut addrs: Vec<Option<SocketAddr>> = Vec::new();
-    for host in targets {
+    for (i, host) in targets.iter().enumerate() {
+        if let Some(t) = services.get(i) {
+            addrs.push(Some(t.address));
+            continue;
+        }
         if !own_server {
             addrs.push(None);
             continue;
@@ -664,13 +750,35 @@ fn run_unit(
             repetition,
             share: job.share,
             gated,
-            service: None,
+            service: services.get(job.target).map(|t| t.info.clone()),
         })
         .collect();
+    // The services are observed around the clients' run (ramps included:
+    // the client sides, not the engine, know the measured interval).
+    let before = {
+        let mut ctx = ServiceCtx {
+            study,
+            pool,
+            store,
+            run_id,
+            interrupt,
+        };
+        services::usage(&mut ctx, services)
+    };
     let results = if gated {
         barrier_run(&mut agents, &requests, expected, interrupt)
     } else {
         fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
+    };
+    let after = {
+        let mut ctx = ServiceCtx {
+            study,
+            pool,
+            store,
+            run_id,
+            interrupt,
+        };
+        services::usage(&mut ctx, services)
     };
     for (job, agent) in jobs.iter().zip(agents) {
         pool.put(&job.host, Role::Client, job.slot, agent);
@@ -715,7 +823,14 @@ fn run_unit(
     // Collect every server, even after a client failure, so none is left
     // waiting (with a short limit then: it has nothing more to wait for).
     let mut server_results: Vec<Option<SideResult>> = Vec::new();
-    for (host, client) in targets.iter().zip(&client_results) {
+    for (i, (host, client)) in targets.iter().zip(&client_results).enumerate() {
+        if !services.is_empty() {
+            server_results.push(match (before.get(i), after.get(i)) {
+                (Some(Some(b)), Some(Some(a))) => Some(services::observed(b, a)),
+                _ => None,
+            });
+            continue;
+        }
         if !own_server {
             server_results.push(None);
             continue;
@@ -750,9 +865,25 @@ fn run_unit(
             ("client_peak_rss_kib", Some(client.peak_rss_kib)),
             (
                 "server_peak_rss_kib",
-                server.as_ref().map(|s| s.peak_rss_kib),
+                server
+                    .as_ref()
+                    .filter(|_| services.is_empty())
+                    .map(|s| s.peak_rss_kib),
             ),
         ];
+        // What the service's processes used over the point, whatever the
+        // workload derives from it.
+        let observed: Vec<(String, f64)> = server
+            .as_ref()
+            .filter(|_| !services.is_empty())
+            .map(|s| {
+                s.values
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .chain(s.counters.iter().map(|(k, v)| (k.clone(), *v as f64)))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut sample = wl.combine(&point.params, client, server).map_err(|e| {
             UnitError::Failed(format!(
                 "results{}: {e}",
@@ -768,6 +899,11 @@ fn run_unit(
         for (name, kib) in rss {
             if let Some(kib) = kib {
                 sample.metrics.insert(name.into(), kib as f64);
+            }
+        }
+        for (name, v) in observed {
+            if v.is_finite() {
+                sample.metrics.entry(name).or_insert(v);
             }
         }
         per_target.push((host.clone(), sample));

@@ -8,12 +8,16 @@
 use std::fmt;
 use std::ops::Range;
 
+mod services;
+
+pub use services::ServiceDecl;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use crate::envspec::{EnvSpec, LoadKind, LoadSpec};
 use crate::param::{quoted_list, ParamDefault, ParamKind, Params, Value};
 use crate::placement::{parse_cpu_list, Placement, SchedPolicy};
+use crate::shape::ServerSide;
 use crate::units::parse_size;
 use crate::workload::{Registry, Workload};
 
@@ -129,6 +133,10 @@ pub const DEFAULT_DURATION_S: f64 = 10.0;
 /// One `[[configuration]]`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Configuration {
+    /// The study's services as this configuration runs them (its
+    /// `service.NAME` overrides applied).
+    #[serde(default)]
+    pub services: Vec<ServiceDecl>,
     /// Unique name; a table column.
     pub name: String,
     /// Free text.
@@ -224,6 +232,9 @@ pub struct WorkloadEntry {
     /// with a clients axis, whose clients are spread over them.
     #[serde(default)]
     pub client_hosts: Vec<String>,
+    /// The services it drives (a service workload): one target each.
+    #[serde(default)]
+    pub services: Vec<String>,
 }
 
 /// A validated study.
@@ -248,6 +259,9 @@ pub struct Study {
     /// Hosts: those of `[[host]]`, plus `sut` and `generator` on this
     /// machine when the file does not define them.
     pub hosts: Vec<Host>,
+    /// `[[service]]`: the real servers workloads drive.
+    #[serde(default)]
+    pub services: Vec<ServiceDecl>,
 }
 
 type Tab<'i> = DeTable<'i>;
@@ -578,6 +592,7 @@ const TOP_KEYS: &[&str] = &[
     "defaults",
     "configuration",
     "host",
+    "service",
     "workload",
     "testbed",
 ];
@@ -614,6 +629,7 @@ const CONFIG_KEYS: &[&str] = &[
     "profile",
     "shield",
     "load",
+    "service",
 ];
 const PLACEMENT_KEYS: &[&str] = &[
     "cpus",
@@ -636,6 +652,7 @@ const WORKLOAD_RESERVED: &[&str] = &[
     "server",
     "client",
     "targets",
+    "service",
 ];
 const ORDERS: &[&str] = &["sequential", "interleaved"];
 const SELECTIONS: &[&str] = &["median", "median-run", "median-stddev-run", "mean"];
@@ -762,6 +779,7 @@ impl Study {
         // [[configuration]]
         let mut configurations = Vec::new();
         let mut config_sets: Vec<Vec<(String, Val)>> = Vec::new();
+        let mut config_services: Vec<Option<Val>> = Vec::new();
         if let Some(v) = doc.get("configuration") {
             let items = match v.get_ref() {
                 DeValue::Array(a) => a,
@@ -822,9 +840,11 @@ impl Study {
                     }
                 }
                 config_sets.push(set);
+                config_services.push(t.get("service").cloned());
                 let env = cx.env(t, &path)?;
                 let [server, client] = sides;
                 configurations.push(Configuration {
+                    services: Vec::new(),
                     name,
                     description,
                     server,
@@ -834,7 +854,9 @@ impl Study {
             }
         }
         if configurations.is_empty() {
+            config_services.push(None);
             configurations.push(Configuration {
+                services: Vec::new(),
                 name: "default".into(),
                 description: "the system as it is".into(),
                 server: Placement::default(),
@@ -891,6 +913,25 @@ impl Study {
             }
         }
         let host_names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+
+        // [[service]], then each configuration's view of them.
+        let services = cx.services(
+            doc.get("service"),
+            &host_names,
+            DEFAULT_SERVER_HOST,
+            registry,
+        )?;
+        for (i, (c, over)) in configurations.iter_mut().zip(&config_services).enumerate() {
+            c.services = services.clone();
+            if let Some(v) = over {
+                let path = format!("configuration[{i}].service");
+                for o in cx.service_overrides(v, &path, &services, registry)? {
+                    if let Some(slot) = c.services.iter_mut().find(|s| s.name == o.name) {
+                        *slot = o;
+                    }
+                }
+            }
+        }
 
         // [[workload]]
         let items = match doc.get("workload") {
@@ -1139,7 +1180,93 @@ impl Study {
                 }
                 (None, server) => vec![server.unwrap_or_else(|| DEFAULT_SERVER_HOST.to_string())],
             };
+            // A workload that drives a real server: its services are its
+            // targets, and their hosts the server hosts.
+            let mut servers = servers;
+            let service_names = match t.get("service") {
+                None => Vec::new(),
+                Some(v) => {
+                    let key = format!("{path}.service");
+                    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+                    if wl.server_side() != ServerSide::Service {
+                        return Err(cx.err(
+                            v.span(),
+                            &key,
+                            format!("`{kind}` runs its own server side: `service` is for workloads that drive a real server"),
+                        ));
+                    }
+                    let list: Vec<&Val> = match v.get_ref() {
+                        DeValue::Array(a) if !a.is_empty() => a.iter().collect(),
+                        DeValue::Array(_) => {
+                            return Err(cx.err(
+                                v.span(),
+                                &key,
+                                "expected a service name or a non-empty list of them",
+                            ))
+                        }
+                        _ => vec![v],
+                    };
+                    let mut out: Vec<String> = Vec::new();
+                    for (j, x) in list.into_iter().enumerate() {
+                        let k = if matches!(v.get_ref(), DeValue::Array(_)) {
+                            format!("{key}[{j}]")
+                        } else {
+                            key.clone()
+                        };
+                        let name = cx.choice(x, &k, &names)?;
+                        let host = &services
+                            .iter()
+                            .find(|s| s.name == name)
+                            .expect("chosen")
+                            .host;
+                        if out.contains(&name)
+                            || out.iter().any(|o| {
+                                &services.iter().find(|s| &s.name == o).expect("chosen").host
+                                    == host
+                            })
+                        {
+                            return Err(cx.err(
+                                x.span(),
+                                &k,
+                                format!("`{name}` is listed twice, or shares its host with another listed service (each target is one host)"),
+                            ));
+                        }
+                        out.push(name);
+                    }
+                    out
+                }
+            };
+            if wl.server_side() == ServerSide::Service {
+                if service_names.is_empty() {
+                    return Err(cx.err(
+                        item.span(),
+                        &format!("{path}.service"),
+                        format!("missing: `{kind}` drives a real server: name its [[service]] (service = \"NAME\")"),
+                    ));
+                }
+                for key in ["server", "targets"] {
+                    if let Some(v) = t.get(key) {
+                        return Err(cx.err(
+                            v.span(),
+                            &format!("{path}.{key}"),
+                            "a service workload's targets are its services' hosts: give `service` instead",
+                        ));
+                    }
+                }
+                servers = service_names
+                    .iter()
+                    .map(|n| {
+                        services
+                            .iter()
+                            .find(|s| &s.name == n)
+                            .expect("chosen")
+                            .host
+                            .clone()
+                    })
+                    .collect();
+            }
             let entry = WorkloadEntry {
+                services: service_names,
                 name,
                 kind,
                 repetitions,
@@ -1185,6 +1312,7 @@ impl Study {
             configurations,
             workloads,
             hosts,
+            services,
         })
     }
 

@@ -262,10 +262,16 @@ pub trait Workload: Send + Sync + 'static {
     ) -> Result<Sample, WorkloadError>;
 }
 
+/// Checks a `[[service]]` table (as JSON) when a study is read: the key
+/// at fault (empty: the table) and what is wrong. The binary sets it from
+/// the service crate, which `core` does not depend on.
+pub type ServiceCheck = fn(&serde_json::Value) -> Result<(), (String, String)>;
+
 /// The workloads this binary knows.
 #[derive(Default)]
 pub struct Registry {
     workloads: Vec<&'static dyn Workload>,
+    service_check: Option<ServiceCheck>,
 }
 
 impl Registry {
@@ -278,6 +284,17 @@ impl Registry {
     pub fn add(&mut self, w: &'static dyn Workload) -> &mut Self {
         self.workloads.push(w);
         self
+    }
+
+    /// Sets the check of `[[service]]` tables.
+    pub fn set_service_check(&mut self, check: ServiceCheck) -> &mut Self {
+        self.service_check = Some(check);
+        self
+    }
+
+    /// The check of `[[service]]` tables, when the binary set one.
+    pub fn service_check(&self) -> Option<ServiceCheck> {
+        self.service_check
     }
 
     /// Looks a workload up by kind.

@@ -54,7 +54,7 @@ fn unknown_top_level_key() {
         "defaultz",
         &[
             "unknown key",
-            "study, defaults, configuration, host, workload, testbed",
+            "study, defaults, configuration, host, service, workload, testbed",
         ],
     );
 }

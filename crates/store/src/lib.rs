@@ -158,6 +158,18 @@ CREATE TABLE run_plan (
     plan     TEXT NOT NULL
 );
 "#,
+    // Managed services as they ran: name, version, effective
+    // configuration (secrets masked), placement — the appendix's source.
+    r#"
+CREATE TABLE service (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES run(id),
+    config_idx  INTEGER NOT NULL,
+    name        TEXT NOT NULL,
+    description TEXT NOT NULL
+);
+CREATE INDEX service_run ON service(run_id);
+"#,
 ];
 
 /// One setting a configuration changed on a host.
@@ -593,6 +605,43 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()?)
+    }
+
+    /// Records a service a configuration started (each start: a restart
+    /// is recorded again).
+    pub fn add_service(
+        &self,
+        run_id: i64,
+        config_idx: usize,
+        name: &str,
+        description: &serde_json::Value,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO service (run_id, config_idx, name, description) VALUES (?1, ?2, ?3, ?4)",
+            params![run_id, config_idx as i64, name, description.to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// The services of a run: (configuration index, name, description),
+    /// in the order they started.
+    pub fn services(&self, run_id: i64) -> Result<Vec<(usize, String, serde_json::Value)>> {
+        let mut st = self.conn.prepare(
+            "SELECT config_idx, name, description FROM service WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = st.query_map(params![run_id], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as usize,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (c, n, d) = row?;
+            out.push((c, n, serde_json::from_str(&d)?));
+        }
+        Ok(out)
     }
 
     /// Records what a configuration changed (or undid) on a host.

@@ -94,9 +94,13 @@ fn metric(s: &Sample, name: &str) -> f64 {
 
 fn assert_elapsed_in_window(s: &Sample, duration_s: f64) {
     let e = metric(s, "elapsed_s");
+    // The upper bound is loose on purpose: a loaded machine (CI, other
+    // builds) delays the end of a side by more than a second now and then;
+    // what is checked is that the interval is the measured one, not the
+    // warm-up plus it.
     assert!(
-        (duration_s..=duration_s + 1.0).contains(&e),
-        "elapsed_s {e} outside [{duration_s}, {duration_s} + 1]"
+        (duration_s..=duration_s + 5.0).contains(&e),
+        "elapsed_s {e} outside [{duration_s}, {duration_s} + 5]"
     );
 }
 

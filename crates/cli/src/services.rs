@@ -1,0 +1,435 @@
+//! Managed services during a run: the real servers that service workloads
+//! drive, started through the agent of their host (so local, namespace and
+//! SSH hosts all work), journaled there before they start, restarted when
+//! they died or before every point when asked, observed around every
+//! point, and stopped when their configuration ends, at the end of the
+//! run, and on Ctrl-C.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use benchlab_agent::{Request, Response};
+use benchlab_core::study::{ServiceDecl, Study};
+use benchlab_core::{Params, ServiceInfo, SideResult};
+use benchlab_service::{ServicePlan, ServiceSpec, ServiceUsage};
+use benchlab_store::Store;
+
+use crate::hosts::{Pool, Role};
+
+/// Short requests: usage, liveness.
+const QUICK: Duration = Duration::from_secs(30);
+/// Slack beyond the service's own start or stop timeout.
+const SLACK: Duration = Duration::from_secs(30);
+
+/// Checks a `[[service]]` table when a study is read (set on the
+/// registry): the key at fault and what is wrong and allowed.
+pub(crate) fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
+    let spec: ServiceSpec = serde_json::from_value(spec.clone()).map_err(|e| {
+        let msg = e.to_string();
+        // serde names the field it refused: point the error at it.
+        let key = msg
+            .split('`')
+            .nth(1)
+            .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
+            .unwrap_or_default()
+            .to_string();
+        let key = if msg.starts_with("missing field") {
+            String::new()
+        } else {
+            key
+        };
+        (key, msg)
+    })?;
+    spec.validate().map_err(|e| match e {
+        benchlab_service::ServiceError::Spec { key, message, .. } => (key, message),
+        other => (String::new(), other.to_string()),
+    })
+}
+
+/// The service plan of a declaration, as a configuration runs it: the
+/// template read and every variable checked (on the controller, before
+/// anything starts). A service without an explicit `bind` listens on its
+/// host's data address, so that other hosts reach it.
+pub(crate) fn plan_of(
+    decl: &ServiceDecl,
+    study: &Study,
+    pool: &Pool,
+) -> anyhow::Result<ServicePlan> {
+    let mut json = decl.spec.clone();
+    if json.get("bind").is_none() {
+        json["bind"] = serde_json::Value::String(pool.address(&decl.host).to_string());
+    }
+    let spec: ServiceSpec = serde_json::from_value(json)
+        .map_err(|e| anyhow::anyhow!("service `{}`: {e}", decl.name))?;
+    let base = Path::new(&study.file)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    Ok(spec.plan(&base)?)
+}
+
+/// A service this run started and holds.
+struct Running {
+    host: String,
+    address: SocketAddr,
+    info: ServiceInfo,
+    /// The point it was (re)started for, for `restart = "point"`.
+    point: Option<(usize, usize)>,
+    restart_per_point: bool,
+    /// What the workload put in place for it, and for which point.
+    prepared: Option<((usize, usize), Vec<PathBuf>)>,
+    /// Its grace between SIGTERM and SIGKILL (s).
+    stop_timeout_s: f64,
+}
+
+/// Where a point's clients find a service, and what it used.
+pub(crate) struct Target {
+    /// The address clients connect to.
+    pub(crate) address: SocketAddr,
+    /// What the client side is told of it.
+    pub(crate) info: ServiceInfo,
+    /// Its host (for usage snapshots), when benchlab manages it.
+    pub(crate) managed_on: Option<String>,
+}
+
+/// The services of the configuration in force.
+#[derive(Default)]
+pub(crate) struct Services {
+    config: Option<usize>,
+    running: BTreeMap<String, Running>,
+}
+
+impl Services {
+    /// Makes the services of a point ready: those of another configuration
+    /// stopped, missing or dead ones started, `restart = "point"` ones
+    /// restarted for a new point, and the workload's content put in place.
+    /// Returns the targets in the workload's service order, or why the
+    /// point cannot run.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ready(
+        &mut self,
+        ctx: &mut ServiceCtx<'_>,
+        config: usize,
+        point: (usize, usize),
+        names: &[String],
+        kind: &str,
+        params: &Params,
+    ) -> Result<Vec<Target>, String> {
+        if self.config != Some(config) {
+            self.stop_all(ctx);
+            self.config = Some(config);
+        }
+        let decls = &ctx.study.configurations[config].services;
+        let mut targets = Vec::new();
+        for name in names {
+            let decl = decls
+                .iter()
+                .find(|d| &d.name == name)
+                .ok_or_else(|| format!("no service `{name}`"))?;
+            if let Some(addr) = &decl.address {
+                let address: SocketAddr = addr
+                    .parse()
+                    .map_err(|e| format!("service `{name}`: address {addr}: {e}"))?;
+                targets.push(Target {
+                    address,
+                    info: ServiceInfo {
+                        name: name.clone(),
+                        kind: "external".into(),
+                        document_root: None,
+                        port: address.port(),
+                    },
+                    managed_on: None,
+                });
+                continue;
+            }
+            let mut restart_why = None;
+            if let Some(r) = self.running.get(name) {
+                match alive(ctx, &r.host, name) {
+                    Ok(None) => {
+                        if r.restart_per_point && r.point != Some(point) {
+                            restart_why = Some("restart before every point".to_string());
+                        }
+                    }
+                    Ok(Some(reason)) => restart_why = Some(format!("it had died: {reason}")),
+                    Err(e) => return Err(e),
+                }
+                if let Some(why) = &restart_why {
+                    self.stop_one(ctx, name, why);
+                }
+            }
+            if !self.running.contains_key(name) {
+                let started = self.start(ctx, decl, point)?;
+                self.running.insert(name.clone(), started);
+                if let Some(why) = restart_why {
+                    ctx.event("service", &format!("{name} restarted ({why})"));
+                }
+            }
+            let r = self.running.get_mut(name).expect("started");
+            if r.prepared.as_ref().map(|(p, _)| *p) != Some(point) {
+                if let Some((_, paths)) = r.prepared.take() {
+                    unprepare(ctx, &r.host, paths)?;
+                }
+                let paths = prepare(ctx, &r.host, kind, params, &r.info)?;
+                r.prepared = Some((point, paths));
+            }
+            targets.push(Target {
+                address: r.address,
+                info: r.info.clone(),
+                managed_on: Some(r.host.clone()),
+            });
+        }
+        Ok(targets)
+    }
+
+    fn start(
+        &mut self,
+        ctx: &mut ServiceCtx<'_>,
+        decl: &ServiceDecl,
+        point: (usize, usize),
+    ) -> Result<Running, String> {
+        let plan = plan_of(decl, ctx.study, ctx.pool).map_err(|e| format!("{e:#}"))?;
+        let restart_per_point = plan.spec.restart == benchlab_service::Restart::Point;
+        let limit = Duration::from_secs_f64(plan.spec.ready_timeout_s.max(0.0)) + SLACK;
+        let req = Request::ServiceStart {
+            plan: plan.clone(),
+            scratch_base: None,
+        };
+        let agent = ctx
+            .pool
+            .agent(&decl.host, Role::Server, 0)
+            .map_err(|e| e.to_string())?;
+        match agent.request(&req, limit, ctx.interrupt) {
+            Ok(Response::ServiceStarted {
+                description,
+                address,
+            }) => {
+                let desc_json = serde_json::to_value(&*description).unwrap_or_default();
+                if let Some(cfg) = self.config {
+                    let _ = ctx
+                        .store
+                        .add_service(ctx.run_id, cfg, &decl.name, &desc_json);
+                }
+                ctx.event(
+                    "service",
+                    &format!(
+                        "{} started on {}: {} at {address} ({})",
+                        decl.name,
+                        decl.host,
+                        description
+                            .version
+                            .as_deref()
+                            .unwrap_or(&description.program),
+                        description.placement()
+                    ),
+                );
+                Ok(Running {
+                    host: decl.host.clone(),
+                    address,
+                    info: ServiceInfo {
+                        name: decl.name.clone(),
+                        kind: description.kind.to_string(),
+                        document_root: Some(description.document_root.clone()),
+                        port: address.port(),
+                    },
+                    point: Some(point),
+                    restart_per_point,
+                    prepared: None,
+                    stop_timeout_s: plan.spec.stop_timeout_s,
+                })
+            }
+            Ok(Response::Error { message, .. }) => Err(message),
+            Ok(other) => Err(format!(
+                "service `{}`: unexpected answer {other:?}",
+                decl.name
+            )),
+            Err(e) => Err(format!("service `{}`: {e}", decl.name)),
+        }
+    }
+
+    fn stop_one(&mut self, ctx: &mut ServiceCtx<'_>, name: &str, why: &str) {
+        let Some(r) = self.running.remove(name) else {
+            return;
+        };
+        if let Some((_, paths)) = r.prepared {
+            if let Err(e) = unprepare(ctx, &r.host, paths) {
+                ctx.event("service", &format!("{name}: {e}"));
+            }
+        }
+        let Ok(agent) = ctx.pool.agent(&r.host, Role::Server, 0) else {
+            return;
+        };
+        let msg = match agent.request(
+            &Request::ServiceStop {
+                name: name.to_string(),
+            },
+            Duration::from_secs_f64(r.stop_timeout_s.max(0.0)) + SLACK,
+            // A stop is never cut short: a server left running is worse
+            // than a slower Ctrl-C.
+            &AtomicBool::new(false),
+        ) {
+            Ok(Response::ServiceStopped { report }) => format!(
+                "{name} stopped ({why}): {}{}",
+                report.exit,
+                if report.forced { ", after SIGKILL" } else { "" }
+            ),
+            Ok(other) => format!("{name}: stop answered {other:?}"),
+            Err(e) => format!("{name}: stop failed: {e}"),
+        };
+        ctx.event("service", &msg);
+    }
+
+    /// Stops every service this run holds.
+    pub(crate) fn stop_all(&mut self, ctx: &mut ServiceCtx<'_>) {
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for n in names {
+            self.stop_one(ctx, &n, "its configuration ended");
+        }
+    }
+
+    /// Why a service of the point died during it, if one did.
+    pub(crate) fn died(&self, ctx: &mut ServiceCtx<'_>, targets: &[Target]) -> Option<String> {
+        for t in targets {
+            let Some(host) = &t.managed_on else { continue };
+            if let Ok(Some(reason)) = alive(ctx, host, &t.info.name) {
+                return Some(format!("service `{}` went down: {reason}", t.info.name));
+            }
+        }
+        None
+    }
+}
+
+/// What the service controller needs of the run.
+pub(crate) struct ServiceCtx<'a> {
+    pub(crate) study: &'a Study,
+    pub(crate) pool: &'a mut Pool,
+    pub(crate) store: &'a Store,
+    pub(crate) run_id: i64,
+    pub(crate) interrupt: &'a AtomicBool,
+}
+
+impl ServiceCtx<'_> {
+    fn event(&self, kind: &str, message: &str) {
+        let _ = self.store.add_event(
+            self.run_id,
+            &benchlab_core::units::now_rfc3339(),
+            kind,
+            message,
+        );
+    }
+}
+
+/// `Ok(None)`: it runs; `Ok(Some(reason))`: it died.
+fn alive(ctx: &mut ServiceCtx<'_>, host: &str, name: &str) -> Result<Option<String>, String> {
+    let agent = ctx
+        .pool
+        .agent(host, Role::Server, 0)
+        .map_err(|e| e.to_string())?;
+    match agent.request(
+        &Request::ServiceAlive { name: name.into() },
+        QUICK,
+        ctx.interrupt,
+    ) {
+        Ok(Response::ServiceAlive) => Ok(None),
+        Ok(Response::ServiceDied { reason, log }) => Ok(Some(if log.trim().is_empty() {
+            reason
+        } else {
+            format!("{reason}; its log ends: {}", log.trim())
+        })),
+        Ok(other) => Err(format!("service `{name}`: unexpected answer {other:?}")),
+        Err(e) => Err(format!("service `{name}`: {e}")),
+    }
+}
+
+fn prepare(
+    ctx: &mut ServiceCtx<'_>,
+    host: &str,
+    kind: &str,
+    params: &Params,
+    info: &ServiceInfo,
+) -> Result<Vec<PathBuf>, String> {
+    let agent = ctx
+        .pool
+        .agent(host, Role::Server, 0)
+        .map_err(|e| e.to_string())?;
+    match agent.request(
+        &Request::Prepare {
+            kind: kind.to_string(),
+            params: params.clone(),
+            service: info.clone(),
+        },
+        Duration::from_secs(600),
+        ctx.interrupt,
+    ) {
+        Ok(Response::Prepared { paths }) => Ok(paths),
+        Ok(Response::Error { message, .. }) => {
+            Err(format!("putting {kind}'s content in place: {message}"))
+        }
+        Ok(other) => Err(format!("prepare: unexpected answer {other:?}")),
+        Err(e) => Err(format!("prepare: {e}")),
+    }
+}
+
+fn unprepare(ctx: &mut ServiceCtx<'_>, host: &str, paths: Vec<PathBuf>) -> Result<(), String> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let agent = ctx
+        .pool
+        .agent(host, Role::Server, 0)
+        .map_err(|e| e.to_string())?;
+    match agent.request(
+        &Request::Unprepare { paths },
+        QUICK,
+        &AtomicBool::new(false),
+    ) {
+        Ok(Response::Unprepared) => Ok(()),
+        Ok(Response::Error { message, .. }) => Err(message),
+        Ok(other) => Err(format!("unexpected answer {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A snapshot of every managed target's use (`None` for unmanaged ones).
+pub(crate) fn usage(ctx: &mut ServiceCtx<'_>, targets: &[Target]) -> Vec<Option<ServiceUsage>> {
+    targets
+        .iter()
+        .map(|t| {
+            let host = t.managed_on.as_ref()?;
+            let agent = ctx.pool.agent(host, Role::Server, 0).ok()?;
+            match agent.request(
+                &Request::ServiceUsage {
+                    name: t.info.name.clone(),
+                },
+                QUICK,
+                ctx.interrupt,
+            ) {
+                Ok(Response::ServiceUsage { usage }) => Some(usage),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The server side's result of a service target: what the service's
+/// processes used between two snapshots.
+pub(crate) fn observed(before: &ServiceUsage, after: &ServiceUsage) -> SideResult {
+    let d = before.delta(after);
+    let mut r = SideResult::default();
+    r.values.insert("service_cpu_s".into(), d.cpu_s);
+    r.values.insert("service_util_pct".into(), d.util_pct);
+    r.values.insert("service_rss_kib".into(), d.rss_kib as f64);
+    r.values.insert("service_elapsed_s".into(), d.elapsed_s);
+    r.counters.insert(
+        "service_voluntary_ctxt_switches".into(),
+        d.voluntary_ctxt_switches,
+    );
+    r.counters.insert(
+        "service_nonvoluntary_ctxt_switches".into(),
+        d.nonvoluntary_ctxt_switches,
+    );
+    r.peak_rss_kib = after.rss_kib;
+    r
+}
