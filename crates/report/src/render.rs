@@ -594,4 +594,57 @@ mod tests {
         assert_eq!(group_thousands(-0.001, 2), "0.00");
         assert_eq!(group_thousands(1_000_000.0, 0), "1,000,000");
     }
+
+    /// A matrix view in the terminal and in Markdown, exactly: sizes as
+    /// labels, an unplanned cell as "-", notes under the heading, and the
+    /// summary table (the geometric mean of 4, 16 and 8 is 8).
+    #[test]
+    fn matrix_view_text() {
+        use benchlab_core::{MatrixSummary, Value, ViewSpec};
+        let point = |f: i64, r: i64, v: f64| crate::model::PointResult {
+            configuration: "a".into(),
+            workload: "io".into(),
+            kind: "k".into(),
+            label: String::new(),
+            params: [("file", f), ("rec", r)]
+                .iter()
+                .map(|(k, x)| (k.to_string(), Value::Int(*x)))
+                .collect(),
+            metrics: [("rate".to_string(), vec![v])].into_iter().collect(),
+            summaries: Default::default(),
+        };
+        let points = vec![
+            point(1024, 1024, 4.0),
+            point(2048, 1024, 16.0),
+            point(2048, 2048, 8.0),
+        ];
+        let plan = crate::views::WorkloadPlan {
+            workload: "io".into(),
+            kind: "k".into(),
+            views: vec![ViewSpec::Matrix {
+                row_param: "file".into(),
+                col_param: "rec".into(),
+                metrics: vec!["rate".into()],
+                summary: MatrixSummary::GeoMean,
+            }],
+            metrics: Vec::new(),
+            byte_params: vec!["file".into(), "rec".into()],
+        };
+        let notes = |_: &[&crate::model::PointResult]| vec!["a note".to_string()];
+        let text = format!("{}\nt,higher,,size,1,2,1,a,10\n", crate::import::HEADER);
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        r.views = crate::views::build(&[plan], &points, &["a".into()], Selection::Median, &notes);
+        let mut term = String::new();
+        views_text(&r, false, &mut term);
+        assert_eq!(
+            term,
+            "\nio · file × rec matrices (rows = file, columns = rec)\n  a note\n  a · rate\n    file \\ rec  1KiB  2KiB\n          1KiB     4     -\n          2KiB    16     8\n\nio · geometric mean over the cells of each matrix (- = a matrix with a cell without a figure)\n        a\n  rate  8\n"
+        );
+        let mut md = String::new();
+        views_text(&r, true, &mut md);
+        assert_eq!(
+            md,
+            "## io: file × rec matrices (rows = file, columns = rec)\n\n- a note\n\n#### a · rate\n\n| file \\ rec | 1KiB | 2KiB |\n|---:|---:|---:|\n| 1KiB | 4 | - |\n| 2KiB | 16 | 8 |\n\n## io: geometric mean over the cells of each matrix\n\n|  | a |\n|---:|---:|\n| rate | 8 |\n\n"
+        );
+    }
 }
