@@ -16,11 +16,6 @@ use common::Scratch;
 /// The tests change machine-wide state: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn root() -> bool {
-    // SAFETY: geteuid has no arguments.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn cpuset_root() -> Option<String> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
     mounts.lines().find_map(|l| {
@@ -30,11 +25,9 @@ fn cpuset_root() -> Option<String> {
     })
 }
 
-/// Why these tests cannot run here, if they cannot.
-fn unsupported() -> Option<String> {
-    if !root() {
-        return Some("needs root (changes sysctls, IRQ affinity, cpusets)".into());
-    }
+/// What this machine lacks for these tests, if anything: properties no
+/// set-up can provide.
+fn unsupported_here() -> Option<String> {
     if std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -48,11 +41,14 @@ fn unsupported() -> Option<String> {
     None
 }
 
+/// Returns from the test when it cannot run here: root (it changes
+/// sysctls, IRQ affinity, cpusets; under CI its absence is a failure), two
+/// CPUs and a cpuset hierarchy (reported as skipped).
 macro_rules! need_env {
     () => {
-        if let Some(why) = unsupported() {
-            eprintln!("skipped: {why}");
-            return;
+        benchlab_testkit::require!(root);
+        if let Some(why) = unsupported_here() {
+            return benchlab_testkit::unsupported(why);
         }
     };
 }
@@ -234,7 +230,7 @@ cpus = "1"
 /// `None` (said why) when no IRQ here can be moved.
 fn tuned_scratch() -> Option<(Scratch, String, std::path::PathBuf)> {
     let Some(irq) = movable_irq() else {
-        eprintln!("skipped: no IRQ here accepts a new affinity");
+        benchlab_testkit::unsupported("no IRQ here accepts a new affinity");
         return None;
     };
     let sc = Scratch::new();
@@ -621,8 +617,9 @@ fn unsupported_is_skipped_required_fails_before_any_change() {
     need_env!();
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if std::path::Path::new("/sys/devices/system/cpu/cpu0/cpufreq").exists() {
-        eprintln!("skipped: this host has cpufreq, so a governor is not unsupported here");
-        return;
+        return benchlab_testkit::unsupported(
+            "this host has cpufreq, so a governor is not unsupported here",
+        );
     }
     let sc = Scratch::new();
     let state = sc.path("state").display().to_string();
@@ -758,17 +755,7 @@ kind = "fake"
 fn remount_options_are_applied_and_undone() {
     need_env!();
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let have = |c: &str| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {c}")])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
-    if !have("mkfs.ext4") {
-        eprintln!("skipped: needs mkfs.ext4 (e2fsprogs)");
-        return;
-    }
+    benchlab_testkit::require!("mkfs.ext4");
     let sc = Scratch::new();
     let state = sc.path("state").display().to_string();
     let img = sc.path("fs.img");

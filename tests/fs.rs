@@ -12,30 +12,13 @@ use std::time::{Duration, Instant};
 
 use common::Scratch;
 
-fn root() -> bool {
-    // SAFETY: no arguments, cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn have(tool: &str) -> bool {
-    ["/sbin", "/usr/sbin", "/bin", "/usr/bin"]
-        .iter()
-        .any(|d| Path::new(d).join(tool).exists())
-}
-
-/// Root and the given tools, or a printed reason to skip.
-fn can_run(tools: &[&str]) -> bool {
-    if !root() {
-        eprintln!("skipped: loop devices, mounts and cgroups need root");
-        return false;
-    }
-    for t in tools {
-        if !have(t) {
-            eprintln!("skipped: {t} is not installed (xfsprogs / e2fsprogs)");
-            return false;
-        }
-    }
-    true
+/// Returns from the test when it cannot run here: loop devices, mounts
+/// and cgroups need root, and the images need the given tools. Under CI
+/// that is a failure naming what is missing.
+macro_rules! require_root_and {
+    ($($tool:expr),*) => {
+        benchlab_testkit::require!(root $(, $tool)*);
+    };
 }
 
 /// Runs benchlab with TMPDIR inside the scratch directory, so the mount
@@ -95,9 +78,7 @@ fn metric(j: &serde_json::Value, workload: &str, label_part: &str, m: &str) -> V
 
 #[test]
 fn ext4_and_xfs_images_are_made_measured_and_removed() {
-    if !can_run(&["mkfs.ext4", "mkfs.xfs", "losetup"]) {
-        return;
-    }
+    require_root_and!("mkfs.ext4", "mkfs.xfs", "losetup");
     let s = Scratch::new();
     let img = s.path("scratch.img");
     let study = s.study(
@@ -152,9 +133,10 @@ image_size = "320MiB"
     for want in [
         "Writer report",
         "Re-Fread report",
-        "Average file system I/O performance",
+        "Mean over the patterns (KiB/s)",
         "geometric mean over the cells of each matrix",
         "Geometric mean over the patterns (KiB/s)",
+        "Geometric mean over the cells of each cell's mean over the patterns",
         "stdio never uses O_DIRECT",
     ] {
         assert!(show.contains(want), "`{want}` missing from:\n{show}");
@@ -164,9 +146,7 @@ image_size = "320MiB"
 
 #[test]
 fn a_full_file_system_fails_the_cell_clearly_and_is_removed() {
-    if !can_run(&["mkfs.ext4", "losetup"]) {
-        return;
-    }
+    require_root_and!("mkfs.ext4", "losetup");
     let s = Scratch::new();
     let img = s.path("small.img");
     let study = s.study(
@@ -209,14 +189,11 @@ image_size = "16MiB"
 
 #[test]
 fn cgroup_out_of_cache_keeps_the_page_cache_under_the_limit() {
-    if !can_run(&[]) {
-        return;
-    }
+    require_root_and!();
     if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
         && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
     {
-        eprintln!("skipped: no memory cgroup controller");
-        return;
+        return benchlab_testkit::unsupported("no memory cgroup controller");
     }
     let s = Scratch::new();
     let dir = s.path("data");
@@ -320,9 +297,7 @@ target = "{}"
 
 #[test]
 fn an_interrupted_run_leaves_no_mount_or_loop_device() {
-    if !can_run(&["mkfs.ext4", "losetup"]) {
-        return;
-    }
+    require_root_and!("mkfs.ext4", "losetup");
     let s = Scratch::new();
     let img = s.path("int.img");
     // Direct I/O with small records: slow enough to be caught mid-cell.

@@ -136,3 +136,60 @@ fn an_impossible_placement_fails_the_point_with_its_reason() {
         "{reason}"
     );
 }
+
+/// Issue 13: a receive buffer the kernel clips (above net.core.rmem_max)
+/// is recorded as in force and noted in every report format; one within
+/// the ceiling gets no note.
+#[test]
+fn a_clipped_receive_buffer_is_noted_in_every_format() {
+    let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let asked = (1u64 << 20).max(rmem_max * 2);
+    let s = Scratch::new();
+    let study = s.study(
+        "rcvbuf.toml",
+        &format!(
+            r#"
+[study]
+name = "rcvbuf"
+[defaults]
+repetitions = 1
+duration_s = 0.2
+warmup_s = 0
+quiesce_s = 0
+[[workload]]
+kind = "net.stream"
+message_size = 4096
+recv_buffer = [65536, {asked}]
+rows = "recv_buffer"
+"#
+        ),
+    );
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let j = s.json("1");
+    let points = j["points"].as_array().unwrap();
+    let in_force: Vec<f64> = points
+        .iter()
+        .map(|p| metric(p, "recv_buffer_bytes"))
+        .collect();
+    assert_eq!(in_force, [131072.0, (2 * rmem_max) as f64]);
+    let notes = j["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let text = notes[0]["text"].as_str().unwrap();
+    let want = format!("recv_buffer = {asked}: the kernel clipped it to {rmem_max} bytes");
+    assert!(text.starts_with(&want), "{text}");
+    assert_eq!(
+        notes[0]["points"][0],
+        format!("default · recv_buffer={asked}")
+    );
+    for format in ["table", "markdown"] {
+        let out = s.run_ok(&["show", "1", "--format", format]);
+        assert!(out.contains(&want), "{format}:\n{out}");
+    }
+    let html = s.path("r.html");
+    s.run_ok(&["report", "1", "--html", html.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&html).unwrap().contains(&want));
+}

@@ -243,10 +243,29 @@ fn shipped_studies_validate() {
         }
     }
     assert!(seen >= 3);
-    // Seed 000: 12 sizes × 2 protocols of stream, 11 × 2 of rr, 8 receive
-    // buffers, for each of 2 configurations, 3 repetitions each.
+    // Seed 000: 12 sizes × 2 protocols of stream, 11 × 2 of rr as run
+    // (1-byte transactions under the seed's -m labels), 11 × 2 of rr as
+    // meant, 8 receive buffers, for each of 2 configurations, 3 repetitions
+    // each.
+    // Every seed study puts its seed's preparation steps on the record.
+    for seed in [
+        "seed-000-network",
+        "seed-001-iozone",
+        "seed-002-pingpong",
+        "seed-002-realtime",
+    ] {
+        let out = s.run_ok(&["check", dir.join(format!("{seed}.toml")).to_str().unwrap()]);
+        assert!(
+            out.contains("steps of the reproduced study on record"),
+            "{seed}: {out}"
+        );
+    }
     let out = s.run_ok(&["check", dir.join("seed-000-network.toml").to_str().unwrap()]);
-    let points = 2 * (12 * 2 + 11 * 2 + 8);
+    assert!(
+        out.contains("steps of the reproduced study on record: 19 (6 applied, 8 approximated, 5 not possible here)"),
+        "{out}"
+    );
+    let points = 2 * (12 * 2 + 11 * 2 + 11 * 2 + 8);
     assert!(
         out.contains(&format!("{points} points, {} repetitions", points * 3)),
         "{out}"

@@ -10,9 +10,9 @@
 //! format; byte strings are lower-case hex.
 //!
 //! ```text
-//! agent → controller  {"auth":"challenge","scheme":"benchlab-auth-v1","protocol":1,"nonce":hex(Na)}
-//! controller → agent  {"auth":"response","nonce":hex(Nc),"mac":hex(HMAC(K, "benchlab-auth-v1/controller" ‖ Na ‖ Nc))}
-//! agent → controller  {"auth":"accepted","mac":hex(HMAC(K, "benchlab-auth-v1/agent" ‖ Nc ‖ Na))}
+//! agent → controller  {"auth":"challenge","scheme":"benchlab-auth-v2","protocol":1,"nonce":hex(Na)}
+//! controller → agent  {"auth":"response","nonce":hex(Nc),"mac":hex(HMAC(K, "benchlab-auth-v2/controller" ‖ Na ‖ Nc))}
+//! agent → controller  {"auth":"accepted","mac":hex(HMAC(K, "benchlab-auth-v2/agent" ‖ Nc ‖ Na))}
 //!                  or {"auth":"rejected","reason":"…"} and the agent closes the connection
 //! ```
 //!
@@ -34,8 +34,13 @@
 //! ([`HANDSHAKE_MAX_FRAME`]) so that an unauthenticated peer cannot make the
 //! agent allocate or wait for a large frame; the deadline
 //! ([`HANDSHAKE_TIMEOUT`]) is applied by the transport (see
-//! [`crate::listen`]). What this does not protect (confidentiality and
-//! integrity after the handshake) is in `docs/security.md`.
+//! [`crate::listen`]).
+//!
+//! Both ends then derive a session key from `K` and both nonces, and every
+//! frame after the handshake travels sealed with it, numbered, in both
+//! directions ([`crate::sealed`]); `v2` of the scheme is that, `v1` had no
+//! per-frame MACs, and the two refuse each other by the scheme name. What
+//! this does not protect (confidentiality) is in `docs/security.md`.
 
 use std::fmt;
 use std::fs::File;
@@ -51,10 +56,11 @@ use sha2::Sha256;
 
 use crate::frame::write_frame;
 use crate::protocol::PROTOCOL_VERSION;
+use crate::sealed::SessionKey;
 
 /// Name and version of the handshake, sent in the challenge and used as the
 /// prefix of both MAC labels.
-pub const AUTH_SCHEME: &str = "benchlab-auth-v1";
+pub const AUTH_SCHEME: &str = "benchlab-auth-v2";
 /// How long an agent waits for a connecting peer to complete the handshake.
 /// A legitimate controller answers in milliseconds; the limit only bounds
 /// how long a silent or slow peer can hold a one-session-at-a-time agent.
@@ -70,8 +76,8 @@ pub const HANDSHAKE_MAX_FRAME: u32 = 1024;
 /// Length of each nonce, in bytes.
 pub const NONCE_LEN: usize = 32;
 
-const CONTROLLER_LABEL: &[u8] = b"benchlab-auth-v1/controller";
-const AGENT_LABEL: &[u8] = b"benchlab-auth-v1/agent";
+const CONTROLLER_LABEL: &[u8] = b"benchlab-auth-v2/controller";
+const AGENT_LABEL: &[u8] = b"benchlab-auth-v2/agent";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -329,11 +335,12 @@ impl Ctx {
 
 /// Runs the agent's side of the handshake: sends the challenge, checks the
 /// controller's proof, and proves itself. On `Ok` the stream carries the
-/// control protocol next; on `Err` nothing further must be read from it.
+/// control protocol next, sealed with the returned key
+/// ([`crate::sealed`]); on `Err` nothing further must be read from it.
 ///
 /// Set a read timeout on the stream first (see [`crate::listen`]): this
 /// function waits for the peer as long as the stream lets it.
-pub fn agent_handshake<S: Read + Write>(s: &mut S, key: &[u8]) -> Result<(), AuthError> {
+pub fn agent_handshake<S: Read + Write>(s: &mut S, key: &[u8]) -> Result<SessionKey, AuthError> {
     agent_handshake_ctx(
         s,
         key,
@@ -348,7 +355,7 @@ pub(crate) fn agent_handshake_ctx<S: Read + Write>(
     s: &mut S,
     key: &[u8],
     cx: Ctx,
-) -> Result<(), AuthError> {
+) -> Result<SessionKey, AuthError> {
     let na = fresh_nonce(&cx)?;
     cx.write(
         s,
@@ -388,16 +395,21 @@ pub(crate) fn agent_handshake_ctx<S: Read + Write>(
         &AuthMsg::Accepted {
             mac: hex_encode(&tag(key, AGENT_LABEL, &nc, &na)),
         },
-    )
+    )?;
+    Ok(SessionKey::derive(key, &na, &nc))
 }
 
 /// Runs the controller's side of the handshake: answers the agent's
 /// challenge and checks the agent's proof, so that a study never runs
 /// against an impostor. On `Ok` the stream carries the control protocol
-/// next (starting with `hello`).
+/// next (starting with `hello`), sealed with the returned key
+/// ([`crate::sealed`]).
 ///
 /// Set a read timeout on the stream first (see [`crate::listen::connect`]).
-pub fn controller_handshake<S: Read + Write>(s: &mut S, key: &[u8]) -> Result<(), AuthError> {
+pub fn controller_handshake<S: Read + Write>(
+    s: &mut S,
+    key: &[u8],
+) -> Result<SessionKey, AuthError> {
     controller_handshake_ctx(
         s,
         key,
@@ -412,7 +424,7 @@ pub(crate) fn controller_handshake_ctx<S: Read + Write>(
     s: &mut S,
     key: &[u8],
     cx: Ctx,
-) -> Result<(), AuthError> {
+) -> Result<SessionKey, AuthError> {
     let na = match cx.read(s)? {
         AuthMsg::Challenge { scheme, nonce, .. } => {
             if scheme != AUTH_SCHEME {
@@ -441,7 +453,7 @@ pub(crate) fn controller_handshake_ctx<S: Read + Write>(
     match cx.read(s)? {
         AuthMsg::Accepted { mac } => {
             if verify(key, AGENT_LABEL, &nc, &na, &mac) {
-                Ok(())
+                Ok(SessionKey::derive(key, &na, &nc))
             } else {
                 Err(AuthError::PeerFailed { peer: cx.peer })
             }

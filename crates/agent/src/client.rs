@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::frame::{read_frame, write_frame};
 use crate::protocol::{Request, Response, PROTOCOL_VERSION};
+use crate::sealed::AuthedStream;
 
 /// How many lines of an agent's standard error are kept for error reports.
 const STDERR_LINES: usize = 20;
@@ -140,13 +141,15 @@ impl AgentHandle {
 
     /// An agent reached over an authenticated TCP connection to
     /// `benchlab agent --listen` (see [`crate::listen::connect`]).
-    pub fn over_tcp(stream: TcpStream, name: &str) -> Result<AgentHandle, AgentError> {
+    pub fn over_tcp(stream: AuthedStream, name: &str) -> Result<AgentHandle, AgentError> {
         let io = |source| AgentError::Spawn {
             name: name.to_string(),
             source,
         };
-        let mut reader = stream.try_clone().map_err(io)?;
-        let closer = stream.try_clone().map_err(io)?;
+        let closer = stream.tcp().try_clone().map_err(io)?;
+        // Responses are verified before they are parsed, requests sealed
+        // when `write_frame` flushes them (crate::sealed).
+        let (mut reader, stream) = stream.into_halves();
         let (tx, responses) = mpsc::channel();
         std::thread::spawn(move || loop {
             let msg = read_frame::<_, Response>(&mut reader);

@@ -16,6 +16,7 @@ pub mod client;
 pub mod frame;
 pub mod listen;
 pub mod protocol;
+pub mod sealed;
 pub mod server;
 pub mod service;
 

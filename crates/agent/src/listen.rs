@@ -23,6 +23,7 @@ use benchlab_core::Registry;
 
 use crate::auth::HANDSHAKE_TIMEOUT;
 use crate::auth::{agent_handshake_ctx, controller_handshake_ctx, AuthError, Ctx, Peer};
+use crate::sealed::{AuthedStream, Direction, Role, SealedReader, SealedWriter, SessionKey};
 
 /// Most sessions served at once; further connections are refused until one
 /// ends, so a peer that keeps connecting cannot exhaust the host.
@@ -62,12 +63,18 @@ pub fn serve_listener(
         let Some((stream, peer)) = accept(listener)? else {
             continue;
         };
-        if let Err(e) = authenticate(&stream, key, handshake_timeout) {
-            eprintln!("benchlab agent: refused {peer}: {e}");
-            let _ = stream.shutdown(Shutdown::Both);
-            continue;
+        let session_key = match authenticate(&stream, key, handshake_timeout) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("benchlab agent: refused {peer}: {e}");
+                let _ = stream.shutdown(Shutdown::Both);
+                continue;
+            }
+        };
+        let result = session(&stream, session_key, registry);
+        if let Err(e) = &result {
+            eprintln!("benchlab agent: session with {peer} ended: {e}");
         }
-        let result = session(&stream, registry);
         let _ = stream.shutdown(Shutdown::Both);
         return result;
     }
@@ -115,8 +122,8 @@ fn serve_concurrently(
         scope.spawn(move || {
             match authenticate(&stream, key, handshake_timeout) {
                 Err(e) => eprintln!("benchlab agent: refused {peer}: {e}"),
-                Ok(()) => {
-                    if let Err(e) = session(&stream, registry) {
+                Ok(session_key) => {
+                    if let Err(e) = session(&stream, session_key, registry) {
                         eprintln!("benchlab agent: session with {peer} ended: {e}");
                     }
                 }
@@ -130,7 +137,11 @@ fn serve_concurrently(
 /// The agent's side of the handshake on a fresh connection, within one
 /// overall deadline; afterwards the socket blocks without limit again (a
 /// controller may be silent for as long as a point runs elsewhere).
-fn authenticate(stream: &TcpStream, key: &[u8], timeout: Duration) -> Result<(), AuthError> {
+fn authenticate(
+    stream: &TcpStream,
+    key: &[u8],
+    timeout: Duration,
+) -> Result<SessionKey, AuthError> {
     let cx = Ctx {
         peer: Peer::Controller,
         timeout: Some(timeout),
@@ -140,29 +151,40 @@ fn authenticate(stream: &TcpStream, key: &[u8], timeout: Duration) -> Result<(),
         source,
     };
     let _ = stream.set_nodelay(true);
-    agent_handshake_ctx(&mut Deadline::new(stream, timeout), key, cx)?;
+    let session_key = agent_handshake_ctx(&mut Deadline::new(stream, timeout), key, cx)?;
     stream.set_read_timeout(None).map_err(io_err)?;
     stream.set_write_timeout(None).map_err(io_err)?;
-    Ok(())
+    Ok(session_key)
 }
 
-fn session(stream: &TcpStream, registry: &Registry) -> io::Result<()> {
+fn session(stream: &TcpStream, session_key: SessionKey, registry: &Registry) -> io::Result<()> {
     // A controller whose host vanishes (power, network) never closes the
     // connection; keepalive probes let the kernel notice, so the agent is
     // not held for ever.
     set_keepalive(stream)?;
-    let reader = BufReader::new(stream.try_clone()?);
-    // `write_frame` flushes after each frame, so the buffer turns a frame's
-    // length and body into one segment rather than two.
-    let writer = BufWriter::new(stream.try_clone()?);
+    // Every frame from here on is sealed: requests are verified before the
+    // frame layer sees them (a failing one ends the session unparsed), and
+    // each response is sealed as one record when `write_frame` flushes.
+    let reader = SealedReader::new(
+        BufReader::new(stream.try_clone()?),
+        session_key.clone(),
+        Direction::ToAgent,
+    );
+    // The buffer turns a record's header, body and MAC into one segment.
+    let writer = SealedWriter::new(
+        BufWriter::new(stream.try_clone()?),
+        session_key,
+        Direction::ToController,
+    );
     crate::server::serve(registry, reader, writer)
 }
 
 /// Connects to an agent started with `--listen` and runs the controller's
 /// side of the handshake, both within `timeout`. The returned stream is
-/// authenticated, blocks without a time limit, and carries the control
-/// protocol next (starting with `hello`).
-pub fn connect(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<TcpStream, AuthError> {
+/// authenticated, seals every frame written to it and verifies every frame
+/// read from it ([`crate::sealed`]), blocks without a time limit, and
+/// carries the control protocol next (starting with `hello`).
+pub fn connect(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<AuthedStream, AuthError> {
     let stream = TcpStream::connect_timeout(&addr, timeout)
         .map_err(|source| AuthError::Connect { addr, source })?;
     let peer = Peer::Agent(Some(addr));
@@ -172,11 +194,11 @@ pub fn connect(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<TcpStr
         peer,
         timeout: Some(timeout),
     };
-    controller_handshake_ctx(&mut Deadline::new(&stream, timeout), key, cx)?;
+    let session_key = controller_handshake_ctx(&mut Deadline::new(&stream, timeout), key, cx)?;
     stream.set_read_timeout(None).map_err(io_err)?;
     stream.set_write_timeout(None).map_err(io_err)?;
     set_keepalive(&stream).map_err(io_err)?;
-    Ok(stream)
+    AuthedStream::new(stream, session_key, Role::Controller).map_err(io_err)
 }
 
 /// A socket with one deadline for a whole exchange: every read and write

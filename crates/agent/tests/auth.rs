@@ -14,6 +14,7 @@ use benchlab_agent::auth::{
 use benchlab_agent::frame::{read_frame, write_frame};
 use benchlab_agent::listen::{connect, listen, serve_listener};
 use benchlab_agent::protocol::{Request, Response, PROTOCOL_VERSION};
+use benchlab_agent::sealed::{AuthedStream, Role};
 use benchlab_core::Registry;
 
 const KEY: &[u8] = b"a shared key of 32 bytes, really";
@@ -43,7 +44,7 @@ fn agent(handshake_timeout: Duration) -> (SocketAddr, JoinHandle<io::Result<()>>
 /// started with `once`, and so also proves it survived earlier refusals.
 fn session(addr: SocketAddr) {
     let mut s = connect(addr, KEY, PATIENCE).unwrap();
-    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.tcp().set_read_timeout(Some(PATIENCE)).unwrap();
     write_frame(&mut s, &hello()).unwrap();
     match read_frame::<_, Response>(&mut s).unwrap() {
         Some(Response::Hello { protocol, pid, .. }) => {
@@ -112,12 +113,20 @@ fn pair() -> (TcpStream, TcpStream) {
 #[test]
 fn same_key_both_sides_succeed() {
     let (mut c, mut a) = pair();
-    let agent = std::thread::spawn(move || agent_handshake(&mut a, KEY).map(|()| a));
-    controller_handshake(&mut c, KEY).unwrap();
-    let mut a = agent.join().unwrap().unwrap();
-    // The stream now carries the control protocol, nothing left over.
+    let agent = std::thread::spawn(move || agent_handshake(&mut a, KEY).map(|k| (a, k)));
+    let ck = controller_handshake(&mut c, KEY).unwrap();
+    let (a, ak) = agent.join().unwrap().unwrap();
+    // The stream now carries the control protocol, nothing left over, and
+    // both ends derived the same session key: frames verify both ways.
+    let mut c = AuthedStream::new(c, ck, Role::Controller).unwrap();
+    let mut a = AuthedStream::new(a, ak, Role::Agent).unwrap();
     write_frame(&mut c, &hello()).unwrap();
     assert_eq!(read_frame::<_, Request>(&mut a).unwrap(), Some(hello()));
+    write_frame(&mut a, &Response::Bye).unwrap();
+    assert_eq!(
+        read_frame::<_, Response>(&mut c).unwrap(),
+        Some(Response::Bye)
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! One test, run in order: the agent's services are per process, and the
 //! journal directory comes from the process's environment.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -16,17 +16,23 @@ use benchlab_agent::{AgentHandle, ServiceCallError};
 use benchlab_core::Registry;
 use benchlab_service::{procfs, Liveness, ServicePlan, ServiceSpec};
 
-/// An agent session over loopback TCP (the framing layer alone; the
-/// authentication in front of it is tested elsewhere).
+/// An agent session over loopback TCP, authenticated as every TCP agent
+/// session is.
 fn agent() -> (AgentHandle, JoinHandle<()>) {
+    const KEY: &[u8] = b"service-test-key-0123456789abcdef";
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let h = std::thread::spawn(move || {
-        let (s, _) = l.accept().unwrap();
-        let r = s.try_clone().unwrap();
-        benchlab_agent::server::serve(&Registry::new(), r, s).unwrap();
+        benchlab_agent::listen::serve_listener(
+            &l,
+            KEY,
+            &Registry::new(),
+            true,
+            Duration::from_secs(10),
+        )
+        .unwrap();
     });
-    let c = TcpStream::connect(addr).unwrap();
+    let c = benchlab_agent::listen::connect(addr, KEY, Duration::from_secs(10)).unwrap();
     (AgentHandle::over_tcp(c, "svc-host").unwrap(), h)
 }
 
@@ -109,7 +115,7 @@ fn services_through_the_agent() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("agent `svc-host`: service `bad`: cpus: CPU 63 not available"),
+        e.starts_with("agent `svc-host`: service `bad`: cpus: CPU 63 not online"),
         "{e}"
     );
 

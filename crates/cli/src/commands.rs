@@ -119,6 +119,19 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     w.rows
                 )?;
             }
+            if !s.steps.is_empty() {
+                use benchlab_core::study::StepStatus;
+                let count =
+                    |f: fn(&StepStatus) -> bool| s.steps.iter().filter(|x| f(&x.status)).count();
+                writeln!(
+                    std::io::stdout(),
+                    "  steps of the reproduced study on record: {} ({} applied, {} approximated, {} not possible here)",
+                    s.steps.len(),
+                    count(|x| matches!(x, StepStatus::Applied(_))),
+                    count(|x| matches!(x, StepStatus::Approximated(_))),
+                    count(|x| matches!(x, StepStatus::NotPossible(_))),
+                )?;
+            }
             Ok(0)
         }
         Command::Run {
@@ -183,7 +196,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     r.started_at,
                     ok,
                     samples.len(),
-                    if r.options.quick || r.options.scale != 1.0 {
+                    if crate::import_cmd::is_published_run(&store, r.id)? {
+                        "  (published, not measured)"
+                    } else if r.options.quick || r.options.scale != 1.0 {
                         "  (trial)"
                     } else {
                         ""
@@ -220,6 +235,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 csv,
             },
         ),
+        Command::Import { file, name } => {
+            crate::import_cmd::import(&cli.db, &file, name.as_deref())
+        }
         Command::Show { run, format } => {
             let store = open_store(&cli.db)?;
             let id = match run {

@@ -6,6 +6,7 @@ mod commands;
 mod envcmd;
 mod envrun;
 mod hosts;
+mod import_cmd;
 mod progress;
 mod report_cmd;
 mod runner;
@@ -27,6 +28,7 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_net::RR)
         .add(&benchlab_wl_net::PINGPONG)
         .add(&benchlab_wl_fs::MATRIX)
+        .add(&benchlab_wl_web::LOAD)
         .add(&benchlab_core::fake::FAKE)
         .add(&benchlab_core::fake::FAKE_CLIENTS)
         .set_service_check(services::check);
@@ -172,6 +174,17 @@ enum Command {
         /// repetition).
         #[arg(long, value_name = "DIR")]
         csv: Option<PathBuf>,
+    },
+    /// Store published figures (a figures CSV: see docs/study-files.md) as
+    /// a run marked "published, not measured", to show and compare beside
+    /// measured runs.
+    Import {
+        /// The figures CSV.
+        file: PathBuf,
+        /// The run's study name (default: the file's name without
+        /// extension).
+        #[arg(long)]
+        name: Option<String>,
     },
     /// Print this host's inventory (the system-configuration appendix).
     Inventory {

@@ -7,20 +7,94 @@ use std::time::{Duration, Instant};
 use benchlab_core::units::format_duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// The time left in a run, learnt from what it has measured so far.
+///
+/// The plan's per-unit guesses (a workload's `expected_duration` plus the
+/// quiesce) can be far off, and differently for each workload: an
+/// `fs.matrix` guess is deliberately slow (it also bounds a hung client),
+/// about 20 × the time a cell takes, while a network point's guess is
+/// close. So each workload gets its own correction, the ratio of the wall
+/// time its finished units took (from one unit's end to the next,
+/// set-up and quiesce included) to their guesses; a workload that has not
+/// run yet borrows the ratio of all finished units, or its guess at the
+/// very start.
+#[derive(Debug, Clone)]
+pub(crate) struct Estimate {
+    /// Per unit of the run, in order: (workload index, expected seconds,
+    /// still to run).
+    units: Vec<(usize, f64, bool)>,
+    /// Per workload index: (expected seconds done, actual seconds taken).
+    done: Vec<(f64, f64)>,
+}
+
+impl Estimate {
+    /// `units`: (workload index, expected seconds) of every unit to run.
+    pub(crate) fn new(units: Vec<(usize, f64)>) -> Estimate {
+        let workloads = units.iter().map(|u| u.0 + 1).max().unwrap_or(0);
+        Estimate {
+            units: units.into_iter().map(|(w, e)| (w, e, true)).collect(),
+            done: vec![(0.0, 0.0); workloads],
+        }
+    }
+
+    /// Unit `n` finished after `actual_s` of wall time.
+    pub(crate) fn finished(&mut self, n: usize, actual_s: f64) {
+        if let Some(u) = self.units.get_mut(n) {
+            if u.2 {
+                u.2 = false;
+                self.done[u.0].0 += u.1;
+                self.done[u.0].1 += actual_s.max(0.0);
+            }
+        }
+    }
+
+    /// Unit `n` will not run (adaptive repetitions stopped its point).
+    pub(crate) fn dropped(&mut self, n: usize) {
+        if let Some(u) = self.units.get_mut(n) {
+            u.2 = false;
+        }
+    }
+
+    /// Expected seconds of the units still to run, by the plan's guesses.
+    pub(crate) fn guessed_left_s(&self) -> f64 {
+        self.units.iter().filter(|u| u.2).map(|u| u.1).sum()
+    }
+
+    /// Seconds left: each remaining unit's guess times its workload's
+    /// ratio (see the type's docs).
+    pub(crate) fn left_s(&self) -> f64 {
+        let (e, a) = self
+            .done
+            .iter()
+            .fold((0.0, 0.0), |(e, a), d| (e + d.0, a + d.1));
+        let overall = if e > 0.0 { a / e } else { 1.0 };
+        self.units
+            .iter()
+            .filter(|u| u.2)
+            .map(|&(w, expected, _)| {
+                let (e, a) = self.done[w];
+                expected * if e > 0.0 { a / e } else { overall }
+            })
+            .sum()
+    }
+}
+
 /// Progress over the units of one run.
 pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
     already: usize,
-    expected_total_s: f64,
-    expected_done_s: f64,
-    started: Instant,
+    estimate: Estimate,
+    last_end: Instant,
 }
 
 impl Progress {
-    /// `total` units to run, expected to take `expected_s`; `already` were
-    /// done before (a resumed run).
-    pub(crate) fn new(total: usize, expected_s: f64, already: usize) -> Progress {
+    /// `units` to run, (workload index, expected seconds) each; `already`
+    /// were done before (a resumed run).
+    pub(crate) fn new(units: Vec<(usize, f64)>, already: usize) -> Progress {
+        let total = units.len();
+        let estimate = Estimate::new(units);
+        let expected_s = estimate.guessed_left_s();
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(total as u64);
             bar.set_style(
@@ -37,9 +111,8 @@ impl Progress {
             bar,
             total,
             already,
-            expected_total_s: expected_s,
-            expected_done_s: 0.0,
-            started: Instant::now(),
+            estimate,
+            last_end: Instant::now(),
         };
         let line = format!(
             "benchlab: {} repetition(s) to run{}, expected {}",
@@ -58,16 +131,9 @@ impl Progress {
         p
     }
 
-    /// The estimate of the time left: the expected time of what remains,
-    /// corrected by how the run has kept to its estimate so far.
+    /// The estimate of the time left (see [`Estimate`]).
     fn eta_s(&self) -> f64 {
-        let left = (self.expected_total_s - self.expected_done_s).max(0.0);
-        let ratio = if self.expected_done_s > 0.0 {
-            (self.started.elapsed().as_secs_f64() / self.expected_done_s).clamp(0.2, 5.0)
-        } else {
-            1.0
-        };
-        left * ratio
+        self.estimate.left_s()
     }
 
     pub(crate) fn begin(&mut self, n: usize, what: &str) {
@@ -77,8 +143,11 @@ impl Progress {
         }
     }
 
-    pub(crate) fn end(&mut self, n: usize, what: &str, summary: &str, expected_s: f64) {
-        self.expected_done_s += expected_s;
+    pub(crate) fn end(&mut self, n: usize, what: &str, summary: &str) {
+        let now = Instant::now();
+        self.estimate
+            .finished(n, (now - self.last_end).as_secs_f64());
+        self.last_end = now;
         let line = format!(
             "[{}/{}] {what}: {summary} (ETA {})",
             n + 1 + self.already,
@@ -96,8 +165,8 @@ impl Progress {
 
     /// Unit `n` is not needed (adaptive repetitions stopped its point):
     /// its time leaves the estimate, and the bar moves on silently.
-    pub(crate) fn skip(&mut self, n: usize, expected_s: f64) {
-        self.expected_total_s = (self.expected_total_s - expected_s).max(self.expected_done_s);
+    pub(crate) fn skip(&mut self, n: usize) {
+        self.estimate.dropped(n);
         if let Some(b) = &self.bar {
             b.set_position(n as u64 + 1);
         }
@@ -107,5 +176,47 @@ impl Progress {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13: an fs study's guesses are about 20 × its real times. After
+    /// the first cells, the time left follows what they took; a network
+    /// workload that has not run yet borrows the overall ratio until its
+    /// own first unit, then keeps its own.
+    #[test]
+    fn each_workload_learns_its_own_ratio() {
+        // Workload 0: 4 fs cells guessed at 100 s each; workload 1: 2
+        // network points guessed at 10 s each.
+        let mut e = Estimate::new(vec![
+            (0, 100.0),
+            (0, 100.0),
+            (0, 100.0),
+            (0, 100.0),
+            (1, 10.0),
+            (1, 10.0),
+        ]);
+        assert_eq!(e.left_s(), 420.0);
+        // The first cell took 5 s: the other three will take about 15 s,
+        // and the network points borrow the same 1/20 for now.
+        e.finished(0, 5.0);
+        assert!((e.left_s() - (15.0 + 1.0)).abs() < 1e-9, "{}", e.left_s());
+        e.finished(1, 5.0);
+        e.finished(2, 5.0);
+        e.finished(3, 5.0);
+        // A network point took its guess, 10 s: the last one is 10 s, not
+        // the fs workload's 0.5 s.
+        e.finished(4, 10.0);
+        assert!((e.left_s() - 10.0).abs() < 1e-9, "{}", e.left_s());
+        // A dropped unit leaves the estimate.
+        e.dropped(5);
+        assert_eq!(e.left_s(), 0.0);
+        // Finishing twice or out of range changes nothing.
+        e.finished(4, 99.0);
+        e.finished(17, 1.0);
+        assert_eq!(e.done[1], (10.0, 10.0));
     }
 }

@@ -271,15 +271,18 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
         let id = parse_spec(&runs[0])?.run;
         let reg = registry();
         let mut r = runner::report(&store, &reg, id)?;
-        let plan = runner::stored_plan(&store, &reg, id)?;
         r.events = store.events(id)?;
-        r.latency = benchlab_report::model::latency_views(
-            &store.points(id)?,
-            &store.samples(id)?,
-            &plan,
-            |point, rep| store.side_results(point, rep).unwrap_or_default(),
-            &r.configurations,
-        );
+        // Published figures have no distributions to draw.
+        if !crate::import_cmd::is_published_run(&store, id)? {
+            let plan = runner::stored_plan(&store, &reg, id)?;
+            r.latency = benchlab_report::model::latency_views(
+                &store.points(id)?,
+                &store.samples(id)?,
+                &plan,
+                |point, rep| store.side_results(point, rep).unwrap_or_default(),
+                &r.configurations,
+            );
+        }
         r
     } else {
         let (reports, sides) = load(&store, &runs)?;

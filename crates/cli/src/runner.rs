@@ -239,7 +239,15 @@ fn execute(
         }
     }
     let mut svc = Services::default();
-    let mut progress = Progress::new(todo.len(), plan.expected_s(&todo), done.len());
+    let mut progress = Progress::new(
+        todo.iter()
+            .map(|u| {
+                let p = &plan.points[u.point];
+                (p.workload, p.expected_s)
+            })
+            .collect(),
+        done.len(),
+    );
     let mut failed = 0;
     let mut stopped = false;
     let mut env = EnvControl::default();
@@ -261,7 +269,7 @@ fn execute(
                     &format!("{} · {} · {}: {why}", config.name, entry.name, point.label),
                 )?;
             }
-            progress.skip(n, point.expected_s);
+            progress.skip(n);
             continue;
         }
         let what = format!(
@@ -427,7 +435,7 @@ fn execute(
             }
             Err(UnitError::Interrupted) => break,
         };
-        progress.end(n, &what, &summary, point.expected_s);
+        progress.end(n, &what, &summary);
         if outcome.is_err() {
             // The agents' state is unknown after a failed or skipped point
             // (another target's server may still be waiting): stop them all,
@@ -1018,6 +1026,9 @@ pub(crate) fn report(
     reg: &Registry,
     run_id: i64,
 ) -> Result<benchlab_report::RunReport> {
+    if crate::import_cmd::is_published_run(store, run_id)? {
+        return crate::import_cmd::published_report(store, run_id);
+    }
     let run = store.run(run_id)?;
     let plan = stored_plan(store, reg, run_id)?;
     let study = &plan.study;
@@ -1034,6 +1045,12 @@ pub(crate) fn report(
         &store.samples(run_id)?,
         &store.hosts(run_id)?,
         &aid,
+    );
+    r.notes = benchlab_report::model::notes(
+        &store.points(run_id)?,
+        &store.samples(run_id)?,
+        reg,
+        &store.configurations(run_id)?,
     );
     r.settings = settings_changed(store, study, run_id)?;
     Ok(r)

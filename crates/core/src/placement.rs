@@ -269,11 +269,7 @@ mod tests {
     #[test]
     fn fifo_and_numa_node_0() {
         // SCHED_FIFO needs CAP_SYS_NICE (or an RLIMIT_RTPRIO): root here.
-        // SAFETY: geteuid has no arguments.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: SCHED_FIFO needs root");
-            return;
-        }
+        benchlab_testkit::require!(root);
         let p = Placement {
             sched: Some((SchedPolicy::Fifo, 1)),
             numa_node: Some(0),

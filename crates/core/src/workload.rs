@@ -190,6 +190,17 @@ pub trait Workload: Send + Sync + 'static {
     fn average_row(&self) -> bool {
         false
     }
+    /// Remarks a reader of one repetition's result must see, such as a
+    /// kernel that clipped a requested socket buffer: the report lists each
+    /// distinct remark with the points it concerns. `metrics` are the
+    /// repetition's derived figures ([`Sample::metrics`]).
+    fn notes(
+        &self,
+        _params: &Params,
+        _metrics: &std::collections::BTreeMap<String, f64>,
+    ) -> Vec<String> {
+        Vec::new()
+    }
     /// Expected wall-clock time of one repetition (for the ETA).
     fn expected_duration(&self, params: &Params) -> Duration;
     /// Whether the workload has a server side of benchlab's own.

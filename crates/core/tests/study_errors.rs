@@ -184,3 +184,54 @@ fn a_valid_study_expands() {
     assert_eq!(points[3].f64("value").unwrap(), 2.0);
     assert_eq!(s.configurations[0].name, "default");
 }
+
+/// `[[study.step]]` (issue 13): the reproduced study's preparation steps
+/// and their status here, read in order; a status outside the three forms,
+/// or one without its reason, is refused naming the step.
+#[test]
+fn study_steps_are_read_and_checked() {
+    use benchlab_core::study::StepStatus;
+    let ok = "[study]\nname = \"s\"\n\
+              [[study.step]]\nstep = \"tuned-adm profile latency-performance\"\nstatus = \"applied\"\n\
+              [[study.step]]\nstep = \"tuna --irq p4p2 --spread\"\nstatus = \"approximated: IRQs moved off the shielded CPU\"\n\
+              [[study.step]]\nstep = \"BIOS: Performance Per Watt (OS)\"\nstatus = \"not possible here: no BIOS access\"\n\
+              [[workload]]\nkind = \"fake\"\n";
+    let s = Study::parse("my-study.toml", ok, &registry()).unwrap();
+    let statuses: Vec<StepStatus> = s.steps.iter().map(|x| x.status.clone()).collect();
+    assert_eq!(
+        statuses,
+        [
+            StepStatus::Applied(None),
+            StepStatus::Approximated("IRQs moved off the shielded CPU".into()),
+            StepStatus::NotPossible("no BIOS access".into()),
+        ]
+    );
+    assert_eq!(s.steps[2].step, "BIOS: Performance Per Watt (OS)");
+    assert_eq!(
+        s.steps[1].status.text(),
+        "approximated: IRQs moved off the shielded CPU"
+    );
+
+    let e = err(&format!(
+        "{HEAD}[[study.step]]\nstep = \"x\"\nstatus = \"skipped\"\n[[workload]]\nkind = \"fake\"\n"
+    ));
+    check(
+        &e,
+        5,
+        "study.step[0].status",
+        &[
+            "`skipped`",
+            "applied",
+            "approximated: how",
+            "not possible here: why",
+        ],
+    );
+    let e = err(&format!(
+        "{HEAD}[[study.step]]\nstep = \"x\"\nstatus = \"not possible here:  \"\n[[workload]]\nkind = \"fake\"\n"
+    ));
+    check(&e, 5, "study.step[0].status", &["say why"]);
+    let e = err(&format!(
+        "{HEAD}[[study.step]]\nstatus = \"applied\"\n[[workload]]\nkind = \"fake\"\n"
+    ));
+    check(&e, 3, "study.step[0].step", &["missing"]);
+}

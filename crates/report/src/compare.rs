@@ -3,7 +3,8 @@
 //! columns are those (run, configuration) pairs, matching points by
 //! workload, metric and parameters, with advantages over a baseline.
 
-use crate::model::{advantages, average_row, Row, RunReport, Table};
+use crate::import::{is_published, published_label};
+use crate::model::{advantages, average_row, Advantage, Row, RunReport, Table};
 use crate::views::{self, View};
 use benchlab_core::Better;
 use benchlab_stats as stats;
@@ -53,6 +54,24 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             t.fixed.clone(),
         )
     };
+    // Published columns (imported figures) are labelled as such and never
+    // get a verdict: they have no repetitions of their own.
+    let published: Vec<bool> = order
+        .iter()
+        .map(|s| {
+            s.report
+                .configurations
+                .get(s.config)
+                .is_some_and(is_published)
+        })
+        .collect();
+    let label = |i: usize| {
+        if published[i] {
+            published_label(&order[i].label)
+        } else {
+            order[i].label.clone()
+        }
+    };
     let mut tables = Vec::new();
     for bt in &base.tables {
         let sbetter = match bt.better {
@@ -74,7 +93,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
                             .and_then(|r| r.cells.get(s.config).cloned().flatten())
                     })
                     .collect();
-                let advantages = advantages(&cells, sbetter);
+                let advantages = unjudged_published(advantages(&cells, sbetter), &published);
                 Row {
                     label: br.label.clone(),
                     cells,
@@ -86,8 +105,21 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .average
             .as_ref()
             .map(|_| average_row(&rows, order.len(), sbetter));
+        // A published baseline has no caption of its own: take the first
+        // matching measured table's.
+        let title = if bt.title.is_empty() {
+            order
+                .iter()
+                .flat_map(|s| &s.report.tables)
+                .find(|t| key(t) == key(bt) && !t.title.is_empty())
+                .map(|t| t.title.clone())
+                .unwrap_or_default()
+        } else {
+            bt.title.clone()
+        };
         tables.push(Table {
-            columns: order.iter().map(|s| s.label.clone()).collect(),
+            title,
+            columns: (0..order.len()).map(label).collect(),
             rows,
             average,
             ..bt.clone()
@@ -159,7 +191,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
                 let c = s.report.configurations.get(s.config);
                 ConfigRow {
                     idx,
-                    name: s.label.clone(),
+                    name: label(idx),
                     description: format!(
                         "run {} ({}), configuration {}",
                         s.report.run.id,
@@ -201,7 +233,36 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
         events: Vec::new(),
         latency: Vec::new(),
         views,
+        notes: order
+            .iter()
+            .flat_map(|s| s.report.notes.iter().cloned())
+            .collect(),
+        steps: {
+            let mut steps: Vec<benchlab_core::study::Step> = Vec::new();
+            for st in order.iter().flat_map(|s| &s.report.steps) {
+                if !steps.contains(st) {
+                    steps.push(st.clone());
+                }
+            }
+            steps
+        },
     }
+}
+
+/// Drops the verdict of every advantage that involves a published column
+/// (`published[0]` is the baseline's).
+fn unjudged_published(
+    mut advs: Vec<Option<Advantage>>,
+    published: &[bool],
+) -> Vec<Option<Advantage>> {
+    for (i, a) in advs.iter_mut().enumerate() {
+        if published[0] || published[i + 1] {
+            if let Some(a) = a {
+                a.comparison = None;
+            }
+        }
+    }
+    advs
 }
 
 /// The name of a side's configuration in its own run.

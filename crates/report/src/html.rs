@@ -20,7 +20,7 @@
 use std::fmt::Write;
 
 use benchlab_core::Better;
-use benchlab_stats::Verdict;
+use benchlab_stats::{Verdict, DEFAULT_NOISE_PCT};
 
 use crate::model::{Advantage, RunReport, Table};
 use crate::render::{cell_text, group_thousands, title_of};
@@ -38,7 +38,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.l,th.l{text-align:left}
-td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}
+td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}td.inconclusive{color:#666;font-style:italic}
 tr.diff td{background:#fff6d5}
 .legend{font-size:.85em;color:#444}.small{font-size:.8em;color:#555}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
@@ -116,6 +116,9 @@ pub fn render_html(report: &RunReport) -> String {
 
     o.push_str("<h2>Results</h2>\n");
     let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend(report)));
+    if let Some(note) = crate::import::published_note(report) {
+        let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&note));
+    }
     // Per workload (in order of appearance): its tables, then its views.
     let mut workloads: Vec<(&str, &str)> = Vec::new();
     for (w, k) in report
@@ -157,6 +160,7 @@ pub fn render_html(report: &RunReport) -> String {
     latency_section(report, &mut o);
     points_section(report, &mut o);
     failures_section(report, &mut o);
+    notes_section(report, &mut o);
     appendix_a(report, &mut o);
     appendix_b(report, &mut o);
 
@@ -200,7 +204,8 @@ fn findings(report: &RunReport, o: &mut String) {
             let better = count(Verdict::Better);
             let worse = count(Verdict::Worse);
             let noise = count(Verdict::WithinNoise);
-            let unknown = advs.len() - better.len() - worse.len() - noise.len();
+            let undecided = count(Verdict::Inconclusive);
+            let unknown = advs.len() - better.len() - worse.len() - noise.len() - undecided.len();
             let range = |xs: &[&&Advantage]| {
                 let lo = xs.iter().map(|a| a.pct).fold(f64::INFINITY, f64::min);
                 let hi = xs.iter().map(|a| a.pct).fold(f64::NEG_INFINITY, f64::max);
@@ -218,7 +223,13 @@ fn findings(report: &RunReport, o: &mut String) {
                 parts.push(format!("worse in {} ({})", worse.len(), range(&worse)));
             }
             if !noise.is_empty() {
-                parts.push(format!("no significant difference in {}", noise.len()));
+                parts.push(format!(
+                    "no difference beyond ±{DEFAULT_NOISE_PCT}% in {}",
+                    noise.len()
+                ));
+            }
+            if !undecided.is_empty() {
+                parts.push(inconclusive_finding(&undecided));
             }
             if unknown > 0 {
                 parts.push(format!("too few repetitions to tell in {unknown}"));
@@ -226,9 +237,9 @@ fn findings(report: &RunReport, o: &mut String) {
             let small_n = advs
                 .iter()
                 .filter(|a| {
-                    a.comparison
-                        .as_ref()
-                        .is_some_and(|c| c.small_n() && c.verdict != Verdict::WithinNoise)
+                    a.comparison.as_ref().is_some_and(|c| {
+                        c.small_n() && matches!(c.verdict, Verdict::Better | Verdict::Worse)
+                    })
                 })
                 .count();
             let _ = writeln!(
@@ -272,6 +283,42 @@ fn findings(report: &RunReport, o: &mut String) {
     o.push_str("</ul>\n");
 }
 
+/// "inconclusive in 2 (+3.10% to +89.53%; about 9 repetitions per side
+/// would likely decide)": what was measured and what it would take,
+/// never "no difference".
+fn inconclusive_finding(undecided: &[&&Advantage]) -> String {
+    let lo = undecided
+        .iter()
+        .map(|a| a.pct)
+        .fold(f64::INFINITY, f64::min);
+    let hi = undecided
+        .iter()
+        .map(|a| a.pct)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let range = if (hi - lo).abs() < 0.005 {
+        format!("{lo:+.2}%")
+    } else {
+        format!("{lo:+.2}% to {hi:+.2}%")
+    };
+    let needed: Vec<usize> = undecided
+        .iter()
+        .filter_map(|a| a.comparison.as_ref()?.repetitions_to_decide)
+        .collect();
+    let need = match (needed.iter().min(), needed.iter().max()) {
+        (Some(a), Some(b)) if a == b => {
+            format!("; about {a} repetitions per side would likely decide")
+        }
+        (Some(a), Some(b)) => {
+            format!("; about {a} to {b} repetitions per side would likely decide")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "inconclusive in {} ({range}: the interval was too wide to decide{need})",
+        undecided.len()
+    )
+}
+
 fn verdict_class(a: &Option<Advantage>) -> &'static str {
     match a
         .as_ref()
@@ -281,6 +328,7 @@ fn verdict_class(a: &Option<Advantage>) -> &'static str {
         Some(Verdict::Better) => "better",
         Some(Verdict::Worse) => "worse",
         Some(Verdict::WithinNoise) => "noise",
+        Some(Verdict::Inconclusive) => "inconclusive",
         _ => "",
     }
 }
@@ -1307,6 +1355,24 @@ fn markdown_tables_to_html(md: &str, o: &mut String) {
     }
 }
 
+/// The workloads' notes on their measurements (a clipped buffer …).
+fn notes_section(report: &RunReport, o: &mut String) {
+    if report.notes.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Notes on the measurements</h2>\n<ul>\n");
+    for n in &report.notes {
+        let _ = writeln!(
+            o,
+            "<li><b>{}</b>: {} <span class=\"small\">({})</span></li>",
+            esc(&n.workload),
+            esc(&n.text),
+            esc(&n.points.join("; "))
+        );
+    }
+    o.push_str("</ul>\n");
+}
+
 /// Appendix B: how the figures were produced.
 fn appendix_b(report: &RunReport, o: &mut String) {
     let r = &report.run;
@@ -1333,6 +1399,7 @@ fn appendix_b(report: &RunReport, o: &mut String) {
         }
         o.push_str("</table>\n");
     }
+    steps_html(report, o);
     if !r.study_text.is_empty() {
         let _ = writeln!(
             o,
@@ -1340,6 +1407,23 @@ fn appendix_b(report: &RunReport, o: &mut String) {
             esc(&r.study_text)
         );
     }
+}
+
+/// The reproduced study's steps and their status here (`[[study.step]]`).
+fn steps_html(report: &RunReport, o: &mut String) {
+    if report.steps.is_empty() {
+        return;
+    }
+    o.push_str("<h3>Steps of the reproduced study, and what became of them here</h3>\n<table><tr><th class=\"l\">step</th><th class=\"l\">status here</th></tr>\n");
+    for s in &report.steps {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(&s.step),
+            esc(&s.status.text())
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 #[cfg(test)]

@@ -29,6 +29,28 @@
 //!
 //! Fields hold no commas and no quotes. The first six fields must be the
 //! same on every line of a table.
+//!
+//! ## Keyed tables
+//!
+//! The header may end with three more fields, `kind,metric,fixed`: the
+//! workload kind, metric key and fixed parameters (`protocol=tcp`) of the
+//! measured table the figures stand beside. With them, `table` is the
+//! workload's name in the study, and `benchlab compare` matches each
+//! published table with the measured table of the same workload, kind,
+//! metric and fixed parameters, row by row (`row_param` should then be the
+//! study's row parameter). A table is then one (table, kind, metric,
+//! fixed); the first six fields and these three are the same on all its
+//! lines. `studies/published/seed-000-netperf.csv` is such a file.
+//!
+//! # Published, not measured
+//!
+//! An imported report is labelled everywhere: every column carries
+//! "(published, not measured)" ([`PUBLISHED`]), each configuration's spec
+//! is `{"published": true}` ([`is_published`]), its figures have no
+//! interval and its advantages no verdict (there are no repetitions to
+//! compare: several lines of one figure are taken as printed repetitions
+//! and quoted by their median, but never compared), and the legends say so
+//! ([`published_note`]).
 
 use std::collections::BTreeMap;
 
@@ -38,11 +60,41 @@ use benchlab_core::Better;
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, RunRow, RunStatus};
 
-use crate::model::{advantages, average_row, Cell, Row, RunReport, Table};
+use crate::model::{advantages, average_row, Advantage, Cell, Row, RunReport, Table};
 
 /// The header line of layout v1.
 pub const HEADER: &str =
     "table,better,aggregate,row_param,decimals,advantage_decimals,row,configuration,value";
+
+/// The optional key fields after [`HEADER`] (see "Keyed tables").
+pub const KEY_FIELDS: &str = "kind,metric,fixed";
+
+/// The label of every imported column, in every format.
+pub const PUBLISHED: &str = "published, not measured";
+
+/// Whether a configuration holds published figures (imported), not
+/// measurements.
+pub fn is_published(c: &ConfigRow) -> bool {
+    c.spec.get("published") == Some(&serde_json::Value::Bool(true))
+}
+
+/// The column label of a published configuration.
+pub fn published_label(name: &str) -> String {
+    format!("{name} ({PUBLISHED})")
+}
+
+/// The legend line of a report with published columns (None without).
+pub fn published_note(report: &RunReport) -> Option<String> {
+    report
+        .configurations
+        .iter()
+        .any(is_published)
+        .then(|| {
+            format!(
+                "Columns marked ({PUBLISHED}) hold figures imported from a publication (`benchlab import`): not measured here, no repetitions, no interval and no verdict (their advantages show ?); the advantage is computed as the seeds do, (A−B)/B or (B−A)/B of the quoted figures."
+            )
+        })
+}
 
 /// An import error: the line (1-based) and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +107,7 @@ pub struct ImportError {
 }
 
 struct TableIn {
-    meta: [String; 6],
+    meta: [String; 9],
     rows: Vec<String>,
     configs: Vec<String>,
     values: BTreeMap<(usize, usize), Vec<f64>>,
@@ -67,6 +119,7 @@ struct TableIn {
 pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
     let err = |line: usize, message: String| ImportError { line, message };
     let mut header_seen = false;
+    let mut fields = 9;
     let mut tables: Vec<(String, TableIn)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -75,16 +128,27 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
             continue;
         }
         if !header_seen {
-            if l != HEADER {
-                return Err(err(line, format!("expected the header `{HEADER}`")));
+            if l == HEADER {
+                fields = 9;
+            } else if l == format!("{HEADER},{KEY_FIELDS}") {
+                fields = 12;
+            } else {
+                return Err(err(
+                    line,
+                    format!(
+                        "expected the header `{HEADER}` (optionally followed by `,{KEY_FIELDS}`)"
+                    ),
+                ));
             }
             header_seen = true;
             continue;
         }
-        let f: Vec<&str> = l.split(',').map(str::trim).collect();
-        if f.len() != 9 {
-            return Err(err(line, format!("{} fields, expected 9", f.len())));
+        let mut f: Vec<&str> = l.split(',').map(str::trim).collect();
+        if f.len() != fields {
+            return Err(err(line, format!("{} fields, expected {fields}", f.len())));
         }
+        // Unkeyed lines get empty key fields.
+        f.resize(12, "");
         let value: f64 = f[8]
             .parse()
             .ok()
@@ -107,8 +171,12 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                 return Err(err(line, format!("decimals `{}` is not a count", f[k])));
             }
         }
-        let meta: [String; 6] = std::array::from_fn(|k| f[k].to_string());
-        let t = match tables.iter().position(|(n, _)| n == f[0]) {
+        let meta: [String; 9] = std::array::from_fn(|k| match k {
+            0..=5 => f[k].to_string(),
+            _ => f[k + 3].to_string(),
+        });
+        let key = |m: &[String; 9]| (m[0].clone(), m[6].clone(), m[7].clone(), m[8].clone());
+        let t = match tables.iter().position(|(_, t)| key(&t.meta) == key(&meta)) {
             Some(p) => &mut tables[p].1,
             None => {
                 tables.push((
@@ -130,6 +198,12 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                     "table `{}`: better, aggregate, row_param and decimals differ from its first line",
                     f[0]
                 ),
+            ));
+        }
+        if fields == 12 && (f[9].is_empty() || f[10].is_empty()) {
+            return Err(err(
+                line,
+                format!("table `{}`: kind and metric must not be empty", f[0]),
             ));
         }
         let r = index_of(&mut t.rows, f[6]);
@@ -164,16 +238,17 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                     .map(|c| {
                         t.values.get(&(r, c)).map(|v| {
                             let s = stats::summarize(v).expect("finite, non-empty");
+                            // Published: no interval.
                             Cell {
                                 value: s.median,
-                                ci: s.median_ci,
+                                ci: None,
                                 values: v.clone(),
                                 failed: 0,
                             }
                         })
                     })
                     .collect();
-                let advantages = advantages(&cells, sbetter);
+                let advantages = unjudged(advantages(&cells, sbetter));
                 Row {
                     label: label.clone(),
                     cells,
@@ -193,17 +268,26 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                 all_configs.push(c.clone());
             }
         }
+        let keyed = !t.meta[6].is_empty();
         out.push(Table {
             workload: tname,
-            kind: "imported".into(),
-            metric: "value".into(),
+            kind: if keyed {
+                t.meta[6].clone()
+            } else {
+                "imported".into()
+            },
+            metric: if keyed {
+                t.meta[7].clone()
+            } else {
+                "value".into()
+            },
             title: String::new(),
-            fixed: String::new(),
+            fixed: t.meta[8].clone(),
             row_param: t.meta[3].clone(),
             better,
             decimals,
             advantage_decimals: t.meta[5].parse().expect("checked"),
-            columns: t.configs.clone(),
+            columns: t.configs.iter().map(|c| published_label(c)).collect(),
             rows,
             average,
         });
@@ -214,7 +298,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
             study_name: name.to_string(),
             study_file: String::new(),
             study_text: String::new(),
-            description: "imported published figures".into(),
+            description: format!("published figures ({PUBLISHED})"),
             options: RunOptions {
                 scale: 1.0,
                 quick: false,
@@ -232,8 +316,8 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
             .map(|(idx, n)| ConfigRow {
                 idx,
                 name: n.clone(),
-                description: String::new(),
-                spec: serde_json::Value::Null,
+                description: PUBLISHED.into(),
+                spec: serde_json::json!({ "published": true }),
             })
             .collect(),
         selection: Selection::Median,
@@ -241,11 +325,13 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         points: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
-        repetition_rule: "imported: the published figures, one value each".into(),
+        repetition_rule: format!("{PUBLISHED}: the figures as printed"),
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
         views: Vec::new(),
+        notes: Vec::new(),
+        steps: Vec::new(),
     })
 }
 
@@ -270,6 +356,15 @@ fn advantage_of_printed(mut row: Row, decimals: usize, better: stats::Better) ->
         }
     }
     row
+}
+
+/// Published figures are compared by their quoted values only: no
+/// verdict, whatever repetitions a file lists.
+fn unjudged(mut advs: Vec<Option<Advantage>>) -> Vec<Option<Advantage>> {
+    for a in advs.iter_mut().flatten() {
+        a.comparison = None;
+    }
+    advs
 }
 
 fn index_of(list: &mut Vec<String>, s: &str) -> usize {
@@ -345,7 +440,15 @@ mod tests {
         );
         let r = figures_csv("x", &text).unwrap();
         let t = &r.tables[0];
-        assert_eq!(t.columns, ["B", "A"]);
+        assert_eq!(
+            t.columns,
+            ["B (published, not measured)", "A (published, not measured)"]
+        );
+        // Repetitions of a published figure: quoted by their median, no
+        // interval, no verdict.
+        let write = &t.rows[1];
+        assert_eq!(write.cells[1].as_ref().unwrap().ci, None);
+        assert_eq!(write.advantages[0].as_ref().unwrap().comparison, None);
         assert_eq!(t.rows[1].cells[1].as_ref().unwrap().value, 250.0);
         let g = t.average.as_ref().unwrap();
         // √(100·400) = 200 and √(200·250) = 223.6…, printed with 0
@@ -355,5 +458,36 @@ mod tests {
         assert!((g.cells[1].as_ref().unwrap().value - 50_000_f64.sqrt()).abs() < 1e-9);
         let adv = g.advantages[0].as_ref().unwrap().pct;
         assert!((adv - 12.0).abs() < 1e-9, "{adv}");
+    }
+
+    #[test]
+    fn keyed_tables_carry_the_measured_key() {
+        let text = format!(
+            "{HEADER},{KEY_FIELDS}\n\
+             rr,lower,mean,netperf_m,2,2,1,W,73.46,net.rr,rtt_us,protocol=tcp\n\
+             rr,lower,mean,netperf_m,2,2,1,W,99.0,net.rr,rtt_us,protocol=udp\n"
+        );
+        let r = figures_csv("x", &text).unwrap();
+        assert_eq!(r.tables.len(), 2);
+        let t = &r.tables[1];
+        assert_eq!(
+            (
+                t.workload.as_str(),
+                t.kind.as_str(),
+                t.metric.as_str(),
+                t.fixed.as_str()
+            ),
+            ("rr", "net.rr", "rtt_us", "protocol=udp")
+        );
+        assert_eq!(t.row_param, "netperf_m");
+        assert!(is_published(&r.configurations[0]));
+        assert!(published_note(&r).unwrap().contains(PUBLISHED));
+        // A keyed file needs every key field's kind and metric.
+        let bad = format!("{HEADER},{KEY_FIELDS}\nrr,lower,,m,2,2,1,W,1,,rtt_us,\n");
+        let e = figures_csv("x", &bad).unwrap_err();
+        assert!(e.to_string().contains("kind and metric"), "{e}");
+        // A header with other fields is refused, naming both layouts.
+        let e = figures_csv("x", "table,value\n").unwrap_err();
+        assert!(e.to_string().contains(KEY_FIELDS), "{e}");
     }
 }

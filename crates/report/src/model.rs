@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::{Selection, Study};
-use benchlab_core::{Better, Value};
+use benchlab_core::{Better, Registry, Value};
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
 use serde::{Deserialize, Serialize};
@@ -304,6 +304,14 @@ pub struct RunReport {
     /// views are [`RunReport::tables`]).
     #[serde(default)]
     pub views: Vec<View>,
+    /// The workloads' remarks on their results (a clipped socket buffer
+    /// …), each with the points it concerns.
+    #[serde(default)]
+    pub notes: Vec<Note>,
+    /// The reproduced study's preparation steps and their status here
+    /// (`[[study.step]]`), for the methodology appendix.
+    #[serde(default)]
+    pub steps: Vec<benchlab_core::study::Step>,
 }
 
 /// Each workload's view plan from the run's stored plan: the views and
@@ -329,9 +337,75 @@ pub fn plans(plan: &ResolvedPlan, aid: &ViewAid) -> Vec<WorkloadPlan> {
                 views: shape.views.clone(),
                 metrics,
                 byte_params: (aid.byte_params)(&entry.kind),
+                table_metrics: shape
+                    .tables
+                    .iter()
+                    .flat_map(|t| t.metrics.iter().map(|m| m.name.clone()))
+                    .collect(),
             }
         })
         .collect()
+}
+
+/// A workload's remark on its results ([`benchlab_core::Workload::notes`]),
+/// once per distinct text, with every (configuration · point) it concerns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    /// Workload name.
+    pub workload: String,
+    /// The remark.
+    pub text: String,
+    /// `configuration · point` of every repetition it was made for, once
+    /// each.
+    pub points: Vec<String>,
+}
+
+/// Every workload's notes on the successful repetitions of a run.
+pub fn notes(
+    points: &[PointRow],
+    samples: &[SampleRow],
+    registry: &Registry,
+    configurations: &[ConfigRow],
+) -> Vec<Note> {
+    let mut out: Vec<Note> = Vec::new();
+    for p in points {
+        let Some(wl) = registry.get(&p.kind) else {
+            continue;
+        };
+        let at = format!(
+            "{} · {}",
+            configurations
+                .get(p.config_idx)
+                .map(|c| c.name.as_str())
+                .unwrap_or("?"),
+            p.label
+        );
+        for s in samples
+            .iter()
+            .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
+        {
+            for text in wl.notes(&p.params, &s.metrics) {
+                let i = match out
+                    .iter()
+                    .position(|n| n.workload == p.workload_name && n.text == text)
+                {
+                    Some(i) => i,
+                    None => {
+                        out.push(Note {
+                            workload: p.workload_name.clone(),
+                            text,
+                            points: Vec::new(),
+                        });
+                        out.len() - 1
+                    }
+                };
+                if !out[i].points.contains(&at) {
+                    out[i].points.push(at.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The repetition rule of a study, in words.
@@ -631,7 +705,7 @@ pub fn build(
         .collect();
     let names: Vec<String> = configurations.iter().map(|c| c.name.clone()).collect();
     let views = views::build(&plans, &points, &names, selection, aid.notes);
-    RunReport {
+    let mut report = RunReport {
         run: run.clone(),
         configurations: configurations.to_vec(),
         selection,
@@ -644,7 +718,16 @@ pub fn build(
         events: Vec::new(),
         latency: Vec::new(),
         views,
-    }
+        // Filled by the caller, which has the workloads' code (notes are
+        // derived from stored metrics when the report is made).
+        notes: Vec::new(),
+        steps: study.steps.clone(),
+    };
+    // Summaries derived from several points (seed 001's Figure 1) become
+    // ordinary tables, so every renderer shows them.
+    let summaries = views::summary_tables(&plans, &report.points, &names, selection);
+    report.tables.extend(summaries);
+    report
 }
 
 /// The "Average" row over a table's rows: per configuration the mean of the
@@ -689,7 +772,7 @@ pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -
 
 /// Each configuration's advantage over the first (the baseline), with the
 /// comparison of their repetitions when both have at least two.
-pub(crate) fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
+pub fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
     cells
         .iter()
         .skip(1)

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use benchlab_core::study::Selection;
 use benchlab_stats::Verdict;
 
-use crate::model::{Advantage, Cell, Row, RunReport, Table};
+use crate::model::{Advantage, Cell, Row, RunReport, Table, NOISE_PCT};
 use crate::views::{self, CurveView, MatrixView, View};
 
 /// Output formats of `benchlab show`.
@@ -100,13 +100,39 @@ pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
         Some(a) => {
             let mark = match a.comparison.as_ref() {
                 Some(c) if c.verdict == Verdict::WithinNoise => " ≈",
+                Some(c) if c.verdict == Verdict::Inconclusive => " ~",
                 Some(c) if c.small_n() => " †",
                 Some(_) => "",
                 None => " ?",
             };
-            format!("{}%{mark}", group_thousands(a.pct, decimals))
+            let mut s = format!("{}%{mark}", group_thousands(a.pct, decimals));
+            if let Some(n) = decide_text(a) {
+                let _ = write!(s, " {n}");
+            }
+            s
         }
     }
+}
+
+/// For an inconclusive advantage, how many repetitions per side would
+/// likely decide it: `n≈12`, or `n>1000` beyond the estimate's range
+/// (`n?` when the rank test vetoed the interval, which no count models).
+pub(crate) fn decide_text(a: &Advantage) -> Option<String> {
+    let c = a.comparison.as_ref()?;
+    if c.verdict != Verdict::Inconclusive {
+        return None;
+    }
+    Some(match c.repetitions_to_decide {
+        Some(n) => format!("n≈{n}"),
+        None if c
+            .ci_pct
+            .as_ref()
+            .is_some_and(|ci| ci.lo > NOISE_PCT || ci.hi < -NOISE_PCT) =>
+        {
+            "n?".into()
+        }
+        None => format!("n>{}", benchlab_stats::MAX_REPETITIONS_ESTIMATE),
+    })
 }
 
 pub(crate) fn title_of(t: &Table) -> String {
@@ -282,8 +308,10 @@ fn terminal(report: &RunReport) -> String {
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
+        published_line(report, &mut out);
     }
     failures(report, &mut out);
+    notes_text(report, &mut out, false);
     out
 }
 
@@ -297,7 +325,7 @@ fn views_text(report: &RunReport, md: bool, out: &mut String) {
     }
 }
 
-fn notes_text(notes: &[String], md: bool, out: &mut String) {
+fn view_notes_text(notes: &[String], md: bool, out: &mut String) {
     for n in notes {
         let _ = writeln!(out, "{}{n}", if md { "- " } else { "  " });
     }
@@ -317,7 +345,7 @@ fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
     } else {
         let _ = writeln!(out, "\n{caption} · {what}");
     }
-    notes_text(&v.notes, md, out);
+    view_notes_text(&v.notes, md, out);
     for m in &v.matrices {
         let title = format!("{} · {}", m.configuration, m.title);
         let rows = views::matrix_rows(v, m);
@@ -356,14 +384,47 @@ fn curve_text(v: &CurveView, md: bool, out: &mut String) {
             let _ = writeln!(out, "- {f}");
         }
         out.push('\n');
-        notes_text(&v.notes, md, out);
+        view_notes_text(&v.notes, md, out);
     } else {
         let _ = writeln!(out, "\n{caption} · {} against {}", v.title, v.x_param);
         write_aligned(out, &rows, "  ", true);
         for f in &v.findings {
             let _ = writeln!(out, "  {f}");
         }
-        notes_text(&v.notes, md, out);
+        view_notes_text(&v.notes, md, out);
+    }
+}
+
+/// The workloads' notes: each remark once, with the points it concerns.
+fn notes_text(report: &RunReport, out: &mut String, md: bool) {
+    if report.notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if md {
+            "\n### Notes on the measurements\n"
+        } else {
+            "\nNotes on the measurements:"
+        }
+    );
+    for n in &report.notes {
+        let _ = writeln!(
+            out,
+            "{}{}: {} ({})",
+            if md { "- " } else { "  " },
+            n.workload,
+            n.text,
+            n.points.join("; ")
+        );
+    }
+}
+
+/// The legend's line on published columns, when there are any.
+fn published_line(report: &RunReport, out: &mut String) {
+    if let Some(note) = crate::import::published_note(report) {
+        let _ = writeln!(out, "{note}");
     }
 }
 
@@ -429,8 +490,10 @@ fn markdown(report: &RunReport) -> String {
     }
     views_text(report, true, &mut out);
     out.push_str(&legend(report));
+    published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     failures(report, &mut out);
+    notes_text(report, &mut out, true);
     appendix(report, &mut out);
     settings_md(report, &mut out);
     methodology_md(report, &mut out);
@@ -470,12 +533,33 @@ fn methodology_md(report: &RunReport, out: &mut String) {
     for (k, v) in crate::text::methodology(report) {
         let _ = writeln!(out, "- **{k}**: {v}");
     }
+    steps_md(report, out);
     if !r.study_text.is_empty() {
         let _ = writeln!(
             out,
             "\nThe study file ({}):\n\n```toml\n{}\n```",
             r.study_file,
             r.study_text.trim_end()
+        );
+    }
+}
+
+/// The reproduced study's steps and their status here (`[[study.step]]`):
+/// deviations on the record.
+fn steps_md(report: &RunReport, out: &mut String) {
+    if report.steps.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### Steps of the reproduced study, and what became of them here\n\n| step | status here |\n|---|---|"
+    );
+    for s in &report.steps {
+        let _ = writeln!(
+            out,
+            "| {} | {} |",
+            s.step.replace('|', "\\|"),
+            s.status.text().replace('|', "\\|")
         );
     }
 }
@@ -629,6 +713,7 @@ mod tests {
             }],
             metrics: Vec::new(),
             byte_params: vec!["file".into(), "rec".into()],
+            table_metrics: Vec::new(),
         };
         let notes = |_: &[&crate::model::PointResult]| vec!["a note".to_string()];
         let text = format!("{}\nt,higher,,size,1,2,1,a,10\n", crate::import::HEADER);

@@ -10,7 +10,7 @@ use crate::render::selection_text;
 /// advantage is computed and what its marks say.
 pub fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no significant difference (the 95% CI of the difference lies within ±{NOISE_PCT}% or straddles it, or a Mann-Whitney test that could decide finds p > 0.05); † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
     )
@@ -65,7 +65,7 @@ pub fn methodology(report: &RunReport) -> Vec<(String, String)> {
     row(
         "Verdict",
         format!(
-            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; when no rank test can reach that p with so few repetitions the verdict is marked †"
+            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; \"no difference\" needs the whole interval within the band; an interval that straddles it is inconclusive, with the repetitions per side that would likely decide; when no rank test can reach that p with so few repetitions the verdict is marked †"
         ),
     );
     row(

@@ -45,6 +45,10 @@ pub struct WorkloadPlan {
     /// Parameters whose values are byte counts (axis labels `64KiB`).
     #[serde(default)]
     pub byte_params: Vec<String>,
+    /// The metrics of its tables: a matrix of one of them also gets its
+    /// summary as a table, with advantages and verdicts.
+    #[serde(default)]
+    pub table_metrics: Vec<String>,
 }
 
 impl WorkloadPlan {
@@ -529,10 +533,7 @@ fn matrix_view(
                 })
                 .collect();
             let summary_value = (planned > 0 && figures.len() == planned)
-                .then(|| match summary {
-                    MatrixSummary::GeoMean => stats::geometric_mean(&figures),
-                    MatrixSummary::Mean => stats::mean(&figures),
-                })
+                .then(|| summarise(summary, &figures))
                 .flatten();
             matrices.push(Matrix {
                 configuration: c.clone(),
@@ -752,6 +753,182 @@ fn findings(v: &CurveView) -> Vec<String> {
     out
 }
 
+/// The metric key of a matrix summary table: `mean_kib_s` →
+/// `mean_kib_s_over_cells`.
+pub fn summary_metric(metric: &str) -> String {
+    format!("{metric}_over_cells")
+}
+
+/// The caption of a matrix summary table, which states the formula:
+/// "Geometric mean over the cells of each cell's mean over the patterns
+/// (KiB/s)".
+pub fn summary_title(summary: MatrixSummary, label: &str) -> String {
+    let what = match summary {
+        MatrixSummary::GeoMean => "Geometric mean",
+        MatrixSummary::Mean => "Mean",
+    };
+    let mut chars = label.chars();
+    let label = match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    };
+    format!("{what} over the cells of each cell's {label}")
+}
+
+/// A matrix's summary over cells (`None` unless every cell has a positive,
+/// finite figure for a geometric mean, a finite one for a mean: a summary
+/// over fewer cells would compare different matrices).
+pub fn summarise(summary: MatrixSummary, cells: &[f64]) -> Option<f64> {
+    if cells.is_empty() || cells.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    match summary {
+        MatrixSummary::GeoMean => stats::geometric_mean(cells),
+        MatrixSummary::Mean => stats::mean(cells),
+    }
+}
+
+/// The summaries of the matrices of the workloads' table metrics as
+/// ordinary tables (seed 001's Figure 1: the geometric mean over the cells
+/// of each cell's mean over the patterns), so that every renderer shows
+/// them with advantages and verdicts: rows are the other swept parameters'
+/// values (the cache mode), columns the configurations. Each figure's
+/// repetitions are the summaries of each repetition over the cells that
+/// all have it. Advantages have one decimal, as seed 001 prints them.
+pub fn summary_tables(
+    plans: &[WorkloadPlan],
+    points: &[PointResult],
+    configurations: &[String],
+    selection: Selection,
+) -> Vec<crate::model::Table> {
+    use crate::model::{advantages, Cell, Row, Table};
+    let mut out = Vec::new();
+    for plan in plans {
+        let wpoints: Vec<&PointResult> = points
+            .iter()
+            .filter(|p| p.workload == plan.workload)
+            .collect();
+        if wpoints.is_empty() {
+            continue;
+        }
+        let swept = swept(&wpoints);
+        for spec in &plan.views {
+            let ViewSpec::Matrix {
+                row_param,
+                col_param,
+                metrics,
+                summary,
+            } = spec
+            else {
+                continue;
+            };
+            let axes = [row_param.as_str(), col_param.as_str()];
+            let groups = groups(&wpoints, &swept, &axes);
+            // One other swept parameter (`cache`): it names the rows.
+            let others: Vec<&String> = swept
+                .iter()
+                .filter(|k| !axes.contains(&k.as_str()))
+                .collect();
+            let (row_param, single) = match others.as_slice() {
+                [one] => ((*one).clone(), true),
+                _ => ("swept".to_string(), false),
+            };
+            for m in metrics.iter().filter(|m| plan.table_metrics.contains(m)) {
+                let info = plan.metric(m);
+                let rows: Vec<Row> = groups
+                    .iter()
+                    .map(|(g, gp)| {
+                        let cells: Vec<Option<Cell>> = configurations
+                            .iter()
+                            .map(|c| {
+                                let cp: Vec<&PointResult> = gp
+                                    .iter()
+                                    .copied()
+                                    .filter(|p| &p.configuration == c)
+                                    .collect();
+                                summary_cell(&cp, m, *summary, selection)
+                            })
+                            .collect();
+                        let label = if single {
+                            g.split_once('=').map(|x| x.1).unwrap_or(g).to_string()
+                        } else if g.is_empty() {
+                            "-".to_string()
+                        } else {
+                            g.clone()
+                        };
+                        let better = match info.better {
+                            Better::Higher => stats::Better::Higher,
+                            Better::Lower => stats::Better::Lower,
+                        };
+                        Row {
+                            label,
+                            advantages: advantages(&cells, better),
+                            cells,
+                        }
+                    })
+                    .collect();
+                out.push(Table {
+                    workload: plan.workload.clone(),
+                    kind: plan.kind.clone(),
+                    metric: summary_metric(m),
+                    title: summary_title(*summary, &info.label),
+                    fixed: String::new(),
+                    row_param: row_param.clone(),
+                    better: info.better,
+                    decimals: info.decimals,
+                    advantage_decimals: 1,
+                    columns: configurations.to_vec(),
+                    rows,
+                    average: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One summary figure: the summary of the cells' quoted figures, and the
+/// summary of each repetition that every cell has.
+fn summary_cell(
+    points: &[&PointResult],
+    metric: &str,
+    summary: MatrixSummary,
+    selection: Selection,
+) -> Option<crate::model::Cell> {
+    let all: Vec<&Vec<f64>> = points
+        .iter()
+        .map(|p| p.metrics.get(metric))
+        .collect::<Option<_>>()?;
+    if all.is_empty() {
+        return None;
+    }
+    let quoted: Vec<f64> = all
+        .iter()
+        .map(|m| {
+            let ok: Vec<f64> = m.iter().copied().filter(|x| x.is_finite()).collect();
+            crate::model::quoted(&ok, None, selection).map(|q| q.0)
+        })
+        .collect::<Option<_>>()?;
+    let value = summarise(summary, &quoted)?;
+    let reps = all.iter().map(|m| m.len()).max().unwrap_or(0);
+    let values: Vec<f64> = (0..reps)
+        .filter_map(|r| {
+            let at: Vec<f64> = all
+                .iter()
+                .map(|m| m.get(r).copied().unwrap_or(f64::NAN))
+                .collect();
+            summarise(summary, &at)
+        })
+        .collect();
+    let failed = reps - values.len();
+    Some(crate::model::Cell {
+        value,
+        ci: None,
+        values,
+        failed,
+    })
+}
+
 /// One column of a comparison of views: its label (`3:optimized`), the
 /// matching view of its run's report (if that run has one) and the
 /// configuration whose line or matrices it takes.
@@ -967,6 +1144,7 @@ mod tests {
                 combine: benchlab_core::Combine::Sum,
             }],
             byte_params: vec!["file".into(), "rec".into()],
+            table_metrics: Vec::new(),
         }
     }
 

@@ -112,6 +112,15 @@ pub enum ServiceError {
         /// The last lines of the server's error log and output.
         log: String,
     },
+    /// Stopping left something behind (kept in the journal for
+    /// `benchlab restore`).
+    #[error("service `{service}`: stopping: {message}")]
+    Stop {
+        /// The service's name.
+        service: String,
+        /// What could not be undone.
+        message: String,
+    },
     /// A file operation failed.
     #[error("service `{service}`: {context}: {source}")]
     Io {

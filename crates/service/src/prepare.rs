@@ -88,6 +88,9 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
         config_file.as_deref(),
     );
     let workers = vars["workers"].clone();
+    if spec.kind != ServiceKind::Command {
+        check_reachable(spec, &vars["user"], &document_root)?;
+    }
     // Rendered twice: with the secrets for the server, masked for the
     // description.
     let (mut real, mut masked) = (vars.clone(), vars);
@@ -150,6 +153,72 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
         secrets: secrets.into_values().collect(),
         exec,
     })
+}
+
+/// The uid and gid of a user, `None` when it does not exist.
+fn user_ids(name: &str) -> Option<(u32, u32)> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: getpwnam_r with our own buffers; the result points into them.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut buf = vec![0 as libc::c_char; 16 * 1024];
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        let r = libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out);
+        (r == 0 && !out.is_null()).then_some((pw.pw_uid, pw.pw_gid))
+    }
+}
+
+/// A server started as root serves files as its `user` (www-data): every
+/// existing directory above the document root must let that user through,
+/// or every request would get a 403 — an error now, naming the directory,
+/// rather than a run of failed requests.
+fn check_reachable(
+    spec: &ServiceSpec,
+    user: &str,
+    document_root: &Path,
+) -> Result<(), ServiceError> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        // Not root: the workers run as this user, who made the directories.
+        return Ok(());
+    }
+    let Some((uid, gid)) = user_ids(user) else {
+        return Err(ServiceError::Spec {
+            service: spec.name.clone(),
+            key: "vars.user".into(),
+            message: format!("user `{user}` does not exist on host `{}`", spec.host),
+        });
+    };
+    for dir in document_root.ancestors().skip(1) {
+        let Ok(m) = fs::metadata(dir) else { continue };
+        let mode = m.mode();
+        let through = if m.uid() == uid {
+            mode & 0o100 != 0
+        } else if m.gid() == gid {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        };
+        if !through {
+            let key = if spec.document_root.is_some() {
+                "document_root"
+            } else {
+                "scratch"
+            };
+            return Err(ServiceError::Spec {
+                service: spec.name.clone(),
+                key: key.into(),
+                message: format!(
+                    "{} (mode {:04o}) does not let the server's user `{user}` through to {}: every request would be refused; choose a place under a directory others may enter (such as /tmp or /srv)",
+                    dir.display(),
+                    mode & 0o7777,
+                    document_root.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// benchlab's variables, then the study's `vars` over the defaults.
@@ -330,8 +399,18 @@ fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-/// The CPUs this process may use.
+/// The CPUs a service may be placed on: the host's online CPUs. Not this
+/// thread's affinity — an agent started under `taskset` may still place a
+/// server elsewhere; a cgroup that forbids a CPU makes the child's
+/// `sched_setaffinity` fail, which the start reports.
 fn allowed_cpus() -> Vec<usize> {
+    if let Some(online) = fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| benchlab_core::placement::parse_cpu_list(t.trim()).ok())
+    {
+        return online;
+    }
+    // Without /sys: the CPUs this thread may use.
     // SAFETY: a zeroed set, filled by the kernel.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer and size.
@@ -362,7 +441,7 @@ fn check_cpus(spec: &ServiceSpec) -> Result<(), ServiceError> {
         service: spec.name.clone(),
         key: "cpus".into(),
         message: format!(
-            "CPU {} not available on host `{}` (allowed: {})",
+            "CPU {} not online on host `{}` (online: {})",
             missing.join(","),
             spec.host,
             allowed

@@ -569,6 +569,17 @@ impl Service {
         }
     }
 
+    /// The server's name in messages: the kind, or a command's program.
+    fn who(&self) -> String {
+        match self.desc.kind {
+            ServiceKind::Command => Path::new(&self.desc.program).file_name().map_or_else(
+                || self.desc.program.clone(),
+                |f| f.to_string_lossy().into_owned(),
+            ),
+            k => k.name().to_string(),
+        }
+    }
+
     /// Its name.
     pub fn name(&self) -> &str {
         &self.desc.name
@@ -600,7 +611,7 @@ impl Service {
         match &self.exit {
             None => Liveness::Alive,
             Some(reason) => Liveness::Died {
-                reason: format!("{} {reason}", self.desc.kind),
+                reason: format!("{} {reason}", self.who()),
                 log: log_tail(&self.scratch, &self.secrets),
             },
         }
@@ -643,10 +654,9 @@ impl Service {
             }
         }
         if !problems.is_empty() {
-            return Err(ServiceError::Start {
+            return Err(ServiceError::Stop {
                 service: self.desc.name.clone(),
-                message: format!("stopping: {}", problems.join("; ")),
-                log: String::new(),
+                message: problems.join("; "),
             });
         }
         Ok(StopReport {

@@ -189,7 +189,7 @@ fn other_bad_inputs_name_their_key() {
     let d = Dirs::new();
     let e = start_err(&plan("name='web'\nkind='nginx'\ncpus='63'"), &d);
     assert!(
-        e.starts_with("service `web`: cpus: CPU 63 not available on host `local` (allowed: "),
+        e.starts_with("service `web`: cpus: CPU 63 not online on host `local` (online: "),
         "{e}"
     );
     let e = start_err(&plan("name='web'\nkind='nginx'\nbind='192.0.2.1'"), &d);
@@ -212,5 +212,78 @@ fn other_bad_inputs_name_their_key() {
         .unwrap()
         .to_string();
     assert!(e.contains("is not a directory"), "{e}");
+    d.assert_nothing_left(None);
+}
+
+#[test]
+fn a_place_the_server_user_cannot_enter_is_refused() {
+    require_root();
+    require("nginx", "nginx");
+    let d = Dirs::new();
+    let closed = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        closed.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut opts = d.opts();
+    opts.scratch_base = closed.path().to_path_buf();
+    let e = Service::start(&plan("name='web'\nkind='nginx'"), &opts)
+        .err()
+        .unwrap()
+        .to_string();
+    let prefix = format!(
+        "service `web`: scratch: {} (mode 0700) does not let the server's user `www-data` through to {}/benchlab-service-web-",
+        closed.path().display(),
+        closed.path().display()
+    );
+    assert!(e.starts_with(&prefix), "{e}");
+    assert!(e.ends_with("/htdocs: every request would be refused; choose a place under a directory others may enter (such as /tmp or /srv)"), "{e}");
+    assert_eq!(entries(closed.path()), Vec::<String>::new());
+    let root = closed.path().join("www");
+    let e = start_err(
+        &plan(&format!(
+            "name='web'\nkind='apache2'\ndocument_root='{}'",
+            root.display()
+        )),
+        &d,
+    );
+    assert!(e.starts_with("service `web`: document_root: "), "{e}");
+    let e = start_err(
+        &plan("name='web'\nkind='nginx'\nvars={user='benchlab-no-such-user'}"),
+        &d,
+    );
+    assert_eq!(
+        e,
+        "service `web`: vars.user: user `benchlab-no-such-user` does not exist on host `local`"
+    );
+    d.assert_nothing_left(None);
+}
+
+#[test]
+fn a_secret_in_a_failing_server_s_output_is_masked() {
+    require("python3", "python3");
+    let d = Dirs::new();
+    let study = tempfile::tempdir().unwrap();
+    std::fs::write(study.path().join("pw"), "hunter2-secret\n").unwrap();
+    let p = plan_in(
+        "name='app'\nkind='command'\nsecrets={pw={file='pw'}}\n\
+         argv=['python3', '-c', 'import sys; print(\"bad password\", sys.argv[1]); sys.exit(2)', '{{pw}}']",
+        study.path(),
+    );
+    let e = Service::start(&p, &d.opts()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("python3 exited with code 2 while starting"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "output.log: bad password {}",
+            benchlab_service::MASK
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
     d.assert_nothing_left(None);
 }

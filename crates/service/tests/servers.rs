@@ -250,3 +250,96 @@ fn nginx_and_apache2_listen_on_ipv6_loopback() {
         d.assert_nothing_left(Some(pgid));
     }
 }
+
+/// A command that exits by itself after it was ready: its exit code is
+/// the reason, and the stop still cleans up.
+#[test]
+fn a_command_that_exits_is_reported_with_its_code() {
+    require("python3", "python3");
+    let d = Dirs::new();
+    let script = "import socket,sys,time\n\
+                  s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n\
+                  time.sleep(0.3); sys.exit(3)\n";
+    let p = plan(&format!(
+        "name = \"app\"\nkind = \"command\"\nargv = [\"python3\", \"-c\", {script:?}, \"{{{{port}}}}\"]"
+    ));
+    let mut svc = Service::start(&p, &d.opts()).unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let reason = loop {
+        match svc.check_alive() {
+            Liveness::Died { reason, .. } => break reason,
+            Liveness::Alive => {
+                assert!(std::time::Instant::now() < until, "still alive");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    assert_eq!(reason, "python3 exited with code 3");
+    let pgid = svc.pgid();
+    let report = svc.stop().unwrap();
+    assert!(report.died_before && !report.forced);
+    assert_eq!(report.exit, "exited with code 3");
+    d.assert_nothing_left(Some(pgid));
+}
+
+/// A server that ignores SIGTERM is killed after its grace period.
+#[test]
+fn a_server_that_ignores_sigterm_is_killed_after_its_grace() {
+    require("python3", "python3");
+    let d = Dirs::new();
+    let script = "import signal,socket,sys,time\n\
+                  signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+                  s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n\
+                  time.sleep(3600)\n";
+    let p = plan(&format!(
+        "name = \"stubborn\"\nkind = \"command\"\nstop_timeout_s = 0.3\n\
+         argv = [\"python3\", \"-c\", {script:?}, \"{{{{port}}}}\"]"
+    ));
+    let svc = Service::start(&p, &d.opts()).unwrap();
+    let pgid = svc.pgid();
+    let report = svc.stop().unwrap();
+    assert!(report.forced && !report.died_before, "{report:?}");
+    assert_eq!(report.exit, "killed by signal 9 (SIGKILL)");
+    d.assert_nothing_left(Some(pgid));
+}
+
+/// A starter pinned elsewhere (an agent under `taskset`) still places the
+/// server on the CPUs the study names.
+#[test]
+fn a_pinned_starter_still_places_the_server_on_its_cpus() {
+    require_root();
+    require("nginx", "nginx");
+    let d = Dirs::new();
+    let opts = d.opts();
+    let (pgid, members) = std::thread::spawn(move || {
+        // SAFETY: pins this thread only, with a valid set.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
+        let svc = Service::start(
+            &plan("name = \"web\"\nkind = \"nginx\"\ncpus = \"1\""),
+            &opts,
+        )
+        .unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let mut members = benchlab_service::procfs::live_members(svc.pgid());
+        while members.len() < 2 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+            members = benchlab_service::procfs::live_members(svc.pgid());
+        }
+        let allowed: Vec<String> = members.iter().map(|p| cpus_allowed(*p)).collect();
+        let pgid = svc.pgid();
+        svc.stop().unwrap();
+        (pgid, allowed)
+    })
+    .join()
+    .unwrap();
+    assert!(members.len() >= 2, "{members:?}");
+    assert!(members.iter().all(|c| c == "1"), "{members:?}");
+    d.assert_nothing_left(Some(pgid));
+}

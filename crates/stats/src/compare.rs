@@ -44,11 +44,16 @@ pub enum Verdict {
     /// The whole confidence interval of A's advantage lies below
     /// `−noise_pct`.
     Worse,
-    /// No significant difference: the interval lies inside the noise band
-    /// or straddles one of its edges (or is unbounded), or the rank test
-    /// could have confirmed the difference at these sample sizes and did
-    /// not (p > [`SIGNIFICANCE`]).
+    /// No difference beyond the noise: the whole confidence interval lies
+    /// inside the noise band `[−noise_pct, +noise_pct]`.
     WithinNoise,
+    /// Nothing decided: the interval straddles an edge of the noise band
+    /// (or is unbounded), so the data allow both a real difference and
+    /// none; or the interval clears the band but the rank test could have
+    /// confirmed it at these sample sizes and did not (p >
+    /// [`SIGNIFICANCE`]). Not "no difference": more repetitions may decide
+    /// ([`Comparison::repetitions_to_decide`]).
+    Inconclusive,
     /// A or B has fewer than two samples, so there is no estimate of
     /// spread and no interval.
     Insufficient,
@@ -76,6 +81,13 @@ pub struct Comparison {
     /// [`bootstrap_ratio_ci`]), for reports that quote medians. `None` when
     /// either side has fewer than two samples.
     pub median_ci_pct: Option<Interval>,
+    /// For an [`Verdict::Inconclusive`] interval: about how many
+    /// repetitions per side would likely decide, from the observed means
+    /// and spreads (see [`repetitions_to_decide`]). `None` otherwise, when
+    /// the rank test vetoed the interval, or when more than
+    /// [`MAX_REPETITIONS_ESTIMATE`] would be needed.
+    #[serde(default)]
+    pub repetitions_to_decide: Option<usize>,
 }
 
 impl Comparison {
@@ -149,7 +161,7 @@ pub fn advantage_pct(a: f64, b: f64, better: Better) -> Option<f64> {
 ///
 /// When B's mean is not significantly different from zero
 /// (`t²·v_B ≥ m_B²`), the Fieller set is unbounded: `ci_pct` is `None` and
-/// the verdict is `WithinNoise`. Two constant samples give a zero-width
+/// the verdict is `Inconclusive`. Two constant samples give a zero-width
 /// interval, so a constant difference is called however small the samples
 /// are — the data show no noise to speak of.
 ///
@@ -157,7 +169,10 @@ pub fn advantage_pct(a: f64, b: f64, better: Better) -> Option<f64> {
 ///
 /// [`Verdict::Better`] when the whole interval is above `+noise_pct`,
 /// [`Verdict::Worse`] when it is wholly below `−noise_pct`,
-/// [`Verdict::WithinNoise`] otherwise, and [`Verdict::Insufficient`] when
+/// [`Verdict::WithinNoise`] when it lies wholly inside the band,
+/// [`Verdict::Inconclusive`] when it straddles an edge of the band or is
+/// unbounded (with an estimate of the repetitions that would likely
+/// decide, [`repetitions_to_decide`]), and [`Verdict::Insufficient`] when
 /// either side has fewer than two samples (the point estimate is still
 /// given). This is criterion.rs's rule (`compare_to_threshold` in its
 /// report module: improved or regressed only when both bounds of the
@@ -169,7 +184,7 @@ pub fn advantage_pct(a: f64, b: f64, better: Better) -> Option<f64> {
 /// check guards against outliers and skew: when the Mann-Whitney test
 /// *could* reach p ≤ [`SIGNIFICANCE`] at these sample sizes (from 4
 /// against 4 repetitions) but does not, a Better or Worse becomes
-/// WithinNoise — criterion.rs likewise requires both its test (a bootstrap
+/// Inconclusive — criterion.rs likewise requires both its test (a bootstrap
 /// t-test) and its interval to agree. When the rank test cannot reach
 /// significance at all (3 against 3), the interval decides alone and
 /// [`Comparison::small_n`] says so, so that reports flag the verdict
@@ -202,6 +217,7 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
             verdict: Verdict::Insufficient,
             rank_test: mann_whitney(a, b),
             median_ci_pct: None,
+            repetitions_to_decide: None,
         });
     }
     let ci_pct = fieller_ratio_95(a, mean_a, b, mean_b).map(|(lo, hi)| {
@@ -216,16 +232,21 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
     let by_interval = match &ci_pct {
         Some(ci) if ci.lo > noise_pct => Verdict::Better,
         Some(ci) if ci.hi < -noise_pct => Verdict::Worse,
-        _ => Verdict::WithinNoise,
+        Some(ci) if ci.lo >= -noise_pct && ci.hi <= noise_pct => Verdict::WithinNoise,
+        _ => Verdict::Inconclusive,
     };
     let contradicted = rank_test
         .as_ref()
         .is_some_and(|t| t.can_decide(SIGNIFICANCE) && t.p_value > SIGNIFICANCE);
-    let verdict = if contradicted {
-        Verdict::WithinNoise
-    } else {
-        by_interval
+    let verdict = match by_interval {
+        Verdict::Better | Verdict::Worse if contradicted => Verdict::Inconclusive,
+        v => v,
     };
+    // The estimate models the interval only: not offered when the
+    // interval decided and the rank test vetoed it.
+    let repetitions_to_decide = (by_interval == Verdict::Inconclusive)
+        .then(|| repetitions_to_decide(a, b, better, noise_pct))
+        .flatten();
     let median_ci_pct = bootstrap_ratio_ci(a, b, Statistic::Median, BOOTSTRAP_RESAMPLES, LEVEL_95)
         .and_then(|r| {
             let m_b = crate::summary::median(b)?;
@@ -244,6 +265,71 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
         verdict,
         rank_test,
         median_ci_pct,
+        repetitions_to_decide,
+    })
+}
+
+/// The largest estimate [`repetitions_to_decide`] gives; beyond it, the
+/// answer is "more than this" (`None`).
+pub const MAX_REPETITIONS_ESTIMATE: usize = 1000;
+
+/// About how many repetitions per side would likely turn an inconclusive
+/// comparison into a decision, if the observed means and spreads held.
+///
+/// # Method
+///
+/// For `n` = the larger sample's size + 1, + 2, …, the interval of
+/// [`compare`] is recomputed as it would be with `n` repetitions on each
+/// side and the same means and sample variances (Fieller's interval with
+/// the equal-`n` Welch degrees of freedom); the estimate is the first `n`
+/// whose interval is decided: wholly beyond the noise band (a difference)
+/// or wholly inside it (none). This is a planning figure in the spirit of
+/// a power calculation at the observed effect — the next repetitions will
+/// move the means and spreads, so about half the time more are needed —
+/// not a promise. The rank test's veto is not modelled.
+///
+/// `None` when either sample has fewer than two values or is not finite,
+/// when B's mean is 0, when `noise_pct` is negative or NaN, when the
+/// advantage sits exactly on a band edge (no `n` decides), or when more
+/// than [`MAX_REPETITIONS_ESTIMATE`] would be needed.
+///
+/// ```
+/// use benchlab_stats::{repetitions_to_decide, Better};
+/// // +5 % with about 4 % spread per repetition: wide at 3 a side.
+/// let a = [100.0, 105.0, 110.0];
+/// let b = [97.0, 100.0, 103.0];
+/// let n = repetitions_to_decide(&a, &b, Better::Higher, 1.0).unwrap();
+/// assert!(n > 3 && n < 20, "{n}");
+/// ```
+pub fn repetitions_to_decide(
+    a: &[f64],
+    b: &[f64],
+    better: Better,
+    noise_pct: f64,
+) -> Option<usize> {
+    if a.len() < 2
+        || b.len() < 2
+        || !all_finite(a)
+        || !all_finite(b)
+        || noise_pct.is_nan()
+        || noise_pct < 0.0
+    {
+        return None;
+    }
+    let (mean_a, mean_b) = (mean(a)?, mean(b)?);
+    let point = advantage_pct(mean_a, mean_b, better)?;
+    if point.abs() == noise_pct {
+        return None;
+    }
+    let (var_a, var_b) = (sample_variance(a, mean_a), sample_variance(b, mean_b));
+    (a.len().max(b.len()) + 1..=MAX_REPETITIONS_ESTIMATE).find(|&n| {
+        let moments = |mean, var| Moments { mean, var, n };
+        fieller_from_moments(moments(mean_a, var_a), moments(mean_b, var_b)).is_some_and(
+            |(lo, hi)| {
+                let (lo, hi) = ratio_to_pct(lo, hi, mean_b, better);
+                lo > noise_pct || hi < -noise_pct || (lo >= -noise_pct && hi <= noise_pct)
+            },
+        )
     })
 }
 
@@ -264,9 +350,36 @@ fn ratio_to_pct(lo: f64, hi: f64, b: f64, better: Better) -> (f64, f64) {
 /// degrees of freedom at the estimate (see [`compare`]). Both samples have
 /// n ≥ 2 and finite values; `mean_b != 0`. `None` when unbounded.
 fn fieller_ratio_95(a: &[f64], mean_a: f64, b: &[f64], mean_b: f64) -> Option<(f64, f64)> {
-    let (na, nb) = (a.len() as f64, b.len() as f64);
-    let va = sample_variance(a, mean_a) / na;
-    let vb = sample_variance(b, mean_b) / nb;
+    fieller_from_moments(
+        Moments {
+            mean: mean_a,
+            var: sample_variance(a, mean_a),
+            n: a.len(),
+        },
+        Moments {
+            mean: mean_b,
+            var: sample_variance(b, mean_b),
+            n: b.len(),
+        },
+    )
+}
+
+/// A sample's mean, sample variance and size: all Fieller's interval needs.
+#[derive(Clone, Copy)]
+struct Moments {
+    mean: f64,
+    var: f64,
+    n: usize,
+}
+
+/// [`fieller_ratio_95`] from the samples' moments (n ≥ 2 each), so that
+/// [`repetitions_to_decide`] can ask what the interval would be at other
+/// sample sizes.
+fn fieller_from_moments(a: Moments, b: Moments) -> Option<(f64, f64)> {
+    let (na, nb) = (a.n as f64, b.n as f64);
+    let (mean_a, mean_b) = (a.mean, b.mean);
+    let va = a.var / na;
+    let vb = b.var / nb;
     let r = mean_a / mean_b;
     let spread = va + r * r * vb;
     if spread == 0.0 {
@@ -501,9 +614,15 @@ mod tests {
         assert!(close(ci.hi, 5.008_455_849_990), "{}", ci.hi);
         assert_eq!(ci.level, 0.95);
         assert_eq!(c.verdict, Verdict::Better);
-        // A wider band swallows the lower end of the interval.
+        // A wider band reaches into the interval: [1.005, 5.008] straddles
+        // its edge at +2 %, so nothing is decided.
         let c = compare(&a, &b, Better::Higher, 2.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        assert!(c.repetitions_to_decide.is_some_and(|n| n > 5));
+        // A band wider than the whole interval: no difference.
+        let c = compare(&a, &b, Better::Higher, 6.0).unwrap();
         assert_eq!(c.verdict, Verdict::WithinNoise);
+        assert_eq!(c.repetitions_to_decide, None);
         // For a lower-is-better metric the same data make A worse.
         let c = compare(&a, &b, Better::Lower, 1.0).unwrap();
         assert!(close(c.advantage_pct, -3.0));
@@ -513,13 +632,13 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Worse);
         // Swapping the sides is not a mirror image: B is 2.91 % below A
         // (3 % of 103), with interval [−4.770 %, −0.995 %] — inside the
-        // 1 % band at its upper end, so no call at 1 %, Worse at 0.5 %.
+        // 1 % band at its upper end, so inconclusive at 1 %, Worse at 0.5 %.
         let c = compare(&b, &a, Better::Higher, 1.0).unwrap();
         assert!(close(c.advantage_pct, -300.0 / 103.0));
         let ci = c.ci_pct.clone().unwrap();
         assert!(close(ci.lo, -4.769_573_849_505), "{}", ci.lo);
         assert!(close(ci.hi, -0.995_158_779_350), "{}", ci.hi);
-        assert_eq!(c.verdict, Verdict::WithinNoise);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
         let c = compare(&b, &a, Better::Higher, 0.5).unwrap();
         assert_eq!(c.verdict, Verdict::Worse);
     }
@@ -527,7 +646,7 @@ mod tests {
     /// Second hand-checked case: a 1.67 % difference whose interval,
     /// [−7.15 %, +11.18 %] (Welch df 9.76 → 9, t = 2.262), straddles zero.
     #[test]
-    fn compare_straddling_interval_is_within_noise() {
+    fn compare_straddling_interval_is_inconclusive() {
         let a = [10.0, 11.0, 9.0, 10.0, 10.0, 11.0];
         let b = [10.0, 9.0, 11.0, 10.0, 10.0, 10.0];
         let c = compare(&a, &b, Better::Higher, DEFAULT_NOISE_PCT).unwrap();
@@ -535,7 +654,75 @@ mod tests {
         let ci = c.ci_pct.unwrap();
         assert!(close(ci.lo, -7.149_875_476_024), "{}", ci.lo);
         assert!(close(ci.hi, 11.179_172_327_731), "{}", ci.hi);
-        assert_eq!(c.verdict, Verdict::WithinNoise);
+        // The interval allows −7 % and +11 %: not "no difference".
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        // With s ≈ 0.75 a side and +1.67 % against the 1 % band, the
+        // interval must shrink to a half-width under 0.67 %: n in the
+        // hundreds at this spread.
+        let n = c.repetitions_to_decide.unwrap();
+        assert!((100..=1000).contains(&n), "{n}");
+        // At that n, the projected interval decides and one fewer does not.
+        let (ma, mb) = (mean(&a).unwrap(), mean(&b).unwrap());
+        let (va, vb) = (sample_variance(&a, ma), sample_variance(&b, mb));
+        let decided = |n: usize| {
+            let m = |mean, var| Moments { mean, var, n };
+            let (lo, hi) = fieller_from_moments(m(ma, va), m(mb, vb)).unwrap();
+            let (lo, _) = ratio_to_pct(lo, hi, mb, Better::Higher);
+            lo > DEFAULT_NOISE_PCT
+        };
+        assert!(decided(n) && !decided(n - 1));
+    }
+
+    /// The demo's ping-pong jitter (issue 13): about 2.7 µs pinned against
+    /// 25.8 µs unpinned at 3 repetitions each, the unpinned ones spread
+    /// from 3 to 49 µs. The interval is unbounded (B's mean is within t
+    /// standard errors of 0 at 2 degrees of freedom): inconclusive, never
+    /// "no difference", with an estimate of the repetitions that decide.
+    #[test]
+    fn demo_jitter_is_inconclusive_not_no_difference() {
+        let pinned = [2.6, 2.7, 2.8];
+        let unpinned = [3.0, 25.8, 48.6];
+        let c = compare(&pinned, &unpinned, Better::Lower, DEFAULT_NOISE_PCT).unwrap();
+        assert!(close(c.advantage_pct, (25.8 - 2.7) / 25.8 * 100.0));
+        assert_eq!(c.ci_pct, None);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        // g = t²·s_B²/(n·m_B²) < 1 needs n > t²·520/666 (about 6 at
+        // t ≈ 2.5); the bounded interval clears the band from n = 7.
+        assert_eq!(c.repetitions_to_decide, Some(7));
+        assert!(compare(
+            &[2.6, 2.7, 2.8, 2.7, 2.6, 2.8, 2.7, 2.6, 2.8, 2.7, 2.6, 2.8],
+            &[3.0, 25.8, 48.6, 3.0, 25.8, 48.6, 3.0, 25.8, 48.6, 3.0, 25.8, 48.6],
+            Better::Lower,
+            DEFAULT_NOISE_PCT
+        )
+        .is_some_and(|c| c.verdict == Verdict::Better));
+    }
+
+    #[test]
+    fn repetitions_to_decide_edges() {
+        // Too few, on the band's edge, or beyond the cap.
+        assert_eq!(
+            repetitions_to_decide(&[1.0], &[1.0, 2.0], Better::Higher, 1.0),
+            None
+        );
+        assert_eq!(
+            repetitions_to_decide(
+                &[101.0, 99.0, 103.0],
+                &[100.0, 98.0, 102.0],
+                Better::Higher,
+                1.0
+            ),
+            None
+        );
+        assert_eq!(
+            repetitions_to_decide(&[1.0, 100.0], &[50.0, 51.0], Better::Higher, 1.0),
+            None
+        );
+        // A clear difference at small spread decides at the next size.
+        assert_eq!(
+            repetitions_to_decide(&[110.0, 111.0], &[100.0, 101.0], Better::Higher, 1.0),
+            Some(3)
+        );
     }
 
     #[test]
@@ -572,7 +759,7 @@ mod tests {
         // m_B = 0.5 with s_B ≈ 7.8: zero is well inside B's interval.
         let c = compare(&[10.0, 11.0, 12.0], &[-5.0, 0.5, 6.0], Better::Higher, 1.0).unwrap();
         assert_eq!(c.ci_pct, None);
-        assert_eq!(c.verdict, Verdict::WithinNoise);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
     }
 
     #[test]
@@ -606,6 +793,10 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Verdict::WithinNoise).unwrap(),
             "\"within_noise\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Verdict::Inconclusive).unwrap(),
+            "\"inconclusive\""
         );
         assert_eq!(serde_json::to_string(&Better::Lower).unwrap(), "\"lower\"");
         let c = compare(&[1.0, 1.1], &[1.0, 1.2], Better::Higher, 1.0).unwrap();

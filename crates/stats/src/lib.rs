@@ -24,8 +24,10 @@
 //!   the published reports; [`compare`] adds a confidence interval for the
 //!   advantage and a [`Verdict`] that calls a difference real only when the
 //!   whole interval lies outside the noise band and a rank test
-//!   ([`mann_whitney`]) does not contradict it; [`bootstrap_ratio_ci`]
-//!   gives the interval of the ratio of medians.
+//!   ([`mann_whitney`]) does not contradict it, "no difference" only when
+//!   the whole interval lies inside the band, and "inconclusive" (with
+//!   [`repetitions_to_decide`]) when it straddles the band;
+//!   [`bootstrap_ratio_ci`] gives the interval of the ratio of medians.
 //! * Adaptive repetitions: [`should_stop`] under a [`StopRule`].
 //!
 //! # Conventions
@@ -53,7 +55,8 @@ mod t_dist;
 pub use adaptive::{half_width_pct, should_stop, StopDecision, StopRule};
 pub use bootstrap::{bootstrap_ratio_ci, Statistic, BOOTSTRAP_RESAMPLES};
 pub use compare::{
-    advantage_pct, compare, Better, Comparison, Verdict, DEFAULT_NOISE_PCT, SIGNIFICANCE,
+    advantage_pct, compare, repetitions_to_decide, Better, Comparison, Verdict, DEFAULT_NOISE_PCT,
+    MAX_REPETITIONS_ESTIMATE, SIGNIFICANCE,
 };
 pub use rank::{mann_whitney, RankTest};
 pub use runs::{median_run, median_stddev_run};

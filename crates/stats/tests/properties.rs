@@ -4,7 +4,7 @@
 use benchlab_stats::{
     advantage_pct, bootstrap_ratio_ci, compare, geometric_mean, mann_whitney, mean, median,
     median_run, median_stddev_run, percentile, should_stop, student_t_975, summarize, Better,
-    Statistic, StopDecision, StopRule, Verdict, SIGNIFICANCE,
+    Statistic, StopDecision, StopRule, Verdict, MAX_REPETITIONS_ESTIMATE, SIGNIFICANCE,
 };
 use proptest::prelude::*;
 
@@ -165,21 +165,36 @@ proptest! {
                 Verdict::Better
             } else if ci.hi < -noise {
                 Verdict::Worse
-            } else {
+            } else if ci.lo >= -noise && ci.hi <= noise {
                 Verdict::WithinNoise
+            } else {
+                Verdict::Inconclusive
             };
-            // The rank test can only veto a call, never make one.
+            // The rank test can only veto a call, never make one; a vetoed
+            // call is inconclusive, not "no difference".
             let t = c.rank_test.as_ref().unwrap();
             let vetoed = t.can_decide(SIGNIFICANCE) && t.p_value > SIGNIFICANCE;
-            let expected = if vetoed { Verdict::WithinNoise } else { by_interval };
+            let expected = match by_interval {
+                Verdict::Better | Verdict::Worse if vetoed => Verdict::Inconclusive,
+                v => v,
+            };
             prop_assert_eq!(c.verdict, expected);
+            // Only an interval that straddles the band gets an estimate,
+            // and it is always more than the repetitions already made.
+            if by_interval != Verdict::Inconclusive {
+                prop_assert_eq!(c.repetitions_to_decide, None);
+            }
+            if let Some(n) = c.repetitions_to_decide {
+                prop_assert!(n > a.len().max(b.len()) && n <= MAX_REPETITIONS_ESTIMATE);
+            }
             prop_assert_eq!(c.small_n(), !t.can_decide(SIGNIFICANCE));
             if let Some(m) = &c.median_ci_pct {
                 let point = advantage_pct(median(&a).unwrap(), median(&b).unwrap(), better).unwrap();
                 prop_assert!(m.lo <= point && point <= m.hi, "{:?} {}", m, point);
             }
         } else {
-            prop_assert_eq!(c.verdict, Verdict::WithinNoise);
+            // Unbounded: anything is possible, nothing decided.
+            prop_assert_eq!(c.verdict, Verdict::Inconclusive);
         }
     }
 

@@ -25,7 +25,7 @@
 //! GSO packets larger than its bucket itself (`tbf_segment` in
 //! net/sched/sch_tbf.c, since Linux 3.13), so shaping stays correct, at some
 //! CPU cost. Tests check both: the goodput with offloads on, and that a
-//! 57 kB UDP GSO packet passes a 3 kB bucket without a drop.
+//! 57 kB UDP GSO packet passes a 4 kB bucket (2 Mbit/s) without a drop.
 //!
 //! ## The state file
 //!
@@ -104,6 +104,8 @@ pub const MTU: u32 = 1500;
 pub const MAX_FRAME_BYTES: u64 = MTU as u64 + 14;
 /// The largest GSO packet the stack builds on a veth (`GSO_MAX_SIZE`).
 pub const GSO_MAX_BYTES: u64 = 65_536;
+/// tbf's bucket, in milliseconds of the rate (see [`TbfParams`]).
+pub const BUCKET_MS: u64 = 16;
 /// The shortest tbf queue, in full-size frames (see [`TbfParams`]).
 pub const MIN_QUEUE_FRAMES: u64 = 128;
 /// How long `down` lets processes react to SIGTERM before SIGKILL.
@@ -112,21 +114,32 @@ pub const KILL_GRACE: Duration = Duration::from_secs(1);
 /// tbf's parameters for one rate, as [`up`] sets them:
 /// `tc qdisc add … tbf rate R bit burst B limit L mpu 64`.
 ///
-/// - **burst** = max(rate × 1 ms, 2 full-size frames). The bucket must
-///   refill faster than tbf's watchdog timer can be late: tbf sleeps on an
-///   hrtimer until enough tokens have arrived, and on a busy two-core box a
-///   wake-up is easily hundreds of µs late; tokens that arrive while the
-///   bucket is full are lost, so a bucket smaller than rate × wake-up latency
-///   caps throughput below the rate (measured here with iperf3 over a veth
-///   at 2 Gbit/s: burst 66 kB ≈ 0.26 ms gave 86 % of the expected goodput,
-///   burst 250 kB = 1 ms gave 99 %, 3 kB gave 31 %; the tc-tbf man page gives the same rule
-///   as "rate / HZ" for tick-based timers). Two frames is the floor because a
-///   non-GSO packet larger than the bucket can never be sent and is dropped.
-///   A larger floor (64 kB, so that GSO packets pass whole) would let a
-///   slow link burst 64 kB at veth speed: 52 ms worth at 10 Mbit/s, which
-///   ruins short-term shaping. GSO packets larger than the bucket are
-///   segmented by tbf itself (Linux ≥ 3.13), not dropped; above
-///   ~524 Mbit/s the bucket holds a whole 64 KiB GSO packet anyway.
+/// - **burst** = max(rate × [`BUCKET_MS`] (16 ms), 2 full-size frames).
+///   The bucket must cover the time tbf's watchdog can be late: tbf sleeps
+///   on an hrtimer until enough tokens have arrived, and tokens that arrive
+///   while the bucket is full are lost, so a bucket smaller than rate ×
+///   wake-up latency caps throughput below the rate. On an idle machine
+///   1 ms is enough, but on this project's two-core machines (kernel 6.18)
+///   under the load of parallel builds a wake-up is often several ms late.
+///   Measured TCP goodput over a veth pair (a Python socket sender and
+///   receiver in two namespaces), 2 s windows, offloads off,
+///   expected 1448/1514 of the rate (191.3 Mbit/s at 200, 95.6 at 100),
+///   with 4 memory-bound busy processes or parallel cargo builds on the
+///   two cores: at 200 Mbit/s, 1 ms gave 179-186, 4 ms 184-191, 16 ms
+///   191.0-191.9, 64 ms 190.8-191.7; two streams from one generator through
+///   a bridge to two 100 Mbit/s hosts, 1 ms gave 90.5-95.3 per host, 4 ms
+///   93.6-95.7, 16 ms 94.3-95.7, 32 ms 95.4-95.7; idle, every size gave
+///   99.3-100 %. A larger bucket lets a sender that paused burst up to
+///   `burst` at veth speed, so a window of T seconds can see up to
+///   burst / T more than the rate (32 ms gave 193.6 of 191.3 at
+///   200 Mbit/s): 16 ms keeps that under 0.8 % of a 2 s window while
+///   holding the rate within 1.5 % under load. Two frames is the floor
+///   because a non-GSO packet larger than the bucket can never be sent and
+///   is dropped. A larger floor (64 kB, so that GSO packets pass whole)
+///   would let a slow link burst 64 kB at veth speed: 52 ms worth at
+///   10 Mbit/s. GSO packets larger than the bucket are segmented by tbf
+///   itself (Linux ≥ 3.13), not dropped; from ~33 Mbit/s up the bucket
+///   holds a whole 64 KiB GSO packet anyway.
 /// - **limit** (bytes queued behind the bucket) = burst + max(rate × 10 ms,
 ///   [`MIN_QUEUE_FRAMES`] (128) full-size frames ≈ 194 kB). At high rates a
 ///   10 ms queue, like a switch port buffer, keeps the link busy through
@@ -165,7 +178,7 @@ impl TbfParams {
     /// The parameters [`up`] uses for `rate_bit_s`.
     pub fn for_rate(rate_bit_s: u64) -> TbfParams {
         let bytes_per_ms = rate_bit_s / 8 / 1000;
-        let burst_bytes = bytes_per_ms.max(2 * MAX_FRAME_BYTES);
+        let burst_bytes = (BUCKET_MS * bytes_per_ms).max(2 * MAX_FRAME_BYTES);
         let limit_bytes = burst_bytes + (10 * bytes_per_ms).max(MIN_QUEUE_FRAMES * MAX_FRAME_BYTES);
         TbfParams {
             rate_bit_s,
@@ -1262,22 +1275,22 @@ mod tests {
 
     #[test]
     fn tbf_parameters_follow_the_documented_rules() {
-        // 10 Mbit/s: 1 ms is 1250 B, below two frames; the queue floor.
-        let slow = TbfParams::for_rate(10_000_000);
+        // 1 Mbit/s: 16 ms is 2000 B, below two frames; the queue floor.
+        let slow = TbfParams::for_rate(1_000_000);
         assert_eq!(slow.burst_bytes, 2 * MAX_FRAME_BYTES);
         assert_eq!(slow.limit_bytes, slow.burst_bytes + 128 * MAX_FRAME_BYTES);
         assert!(slow.limit_bytes - slow.burst_bytes >= GSO_MAX_BYTES);
-        // 200 Mbit/s: 25 kB bucket, 10 ms = 250 kB queue.
+        // 200 Mbit/s: 16 ms = 400 kB bucket, 10 ms = 250 kB queue.
         let mid = TbfParams::for_rate(200_000_000);
-        assert_eq!(mid.burst_bytes, 25_000);
-        assert_eq!(mid.limit_bytes, 25_000 + 250_000);
-        // 1 Gbit/s: the bucket holds a whole GSO packet.
-        let fast = TbfParams::for_rate(1_000_000_000);
+        assert_eq!(mid.burst_bytes, 400_000);
+        assert_eq!(mid.limit_bytes, 400_000 + 250_000);
+        // 40 Mbit/s: the bucket holds a whole GSO packet.
+        let fast = TbfParams::for_rate(40_000_000);
         assert!(fast.burst_bytes >= GSO_MAX_BYTES);
         assert_eq!(fast.mpu_bytes, 64);
         assert_eq!(
             mid.tc_args().join(" "),
-            "tbf rate 200000000bit burst 25000 limit 275000 mpu 64"
+            "tbf rate 200000000bit burst 400000 limit 650000 mpu 64"
         );
     }
 

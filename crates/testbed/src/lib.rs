@@ -13,7 +13,8 @@
 //! A bed's traffic never leaves the machine: every address lives in a
 //! namespace the bed made, and nothing is created in the root namespace.
 //! Everything here needs root except the relay and the spec parser; tests
-//! that need root say so and skip.
+//! that need root fail under CI without it and are reported as skipped
+//! elsewhere.
 //!
 //! The crate drives iproute2 (`ip`, `tc`) as child processes and reports
 //! their exit status and standard error; it prints nothing.

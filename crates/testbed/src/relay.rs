@@ -971,9 +971,12 @@ mod tests {
             "a round trip took {min:?} < {:?}",
             2 * DELAY
         );
+        // The fastest round trip bounds the delay from above: a median
+        // takes every late wake-up of a loaded machine (seen > 2D + 2 ms at
+        // a load of 14 on two cores), the fastest the least of them.
         assert!(
-            med < 2 * DELAY + Duration::from_millis(2),
-            "median round trip {med:?}"
+            min < 2 * DELAY + Duration::from_millis(1),
+            "fastest round trip {min:?} (median {med:?})"
         );
         drop(c);
         let s = r.stop();
@@ -1006,7 +1009,11 @@ mod tests {
         let min = *rtts.iter().min().unwrap();
         let med = median(rtts);
         assert!(min >= 2 * DELAY, "{min:?}");
-        assert!(med < 2 * DELAY + Duration::from_millis(2), "{med:?}");
+        // As for TCP: the fastest round trip, not the median.
+        assert!(
+            min < 2 * DELAY + Duration::from_millis(1),
+            "fastest round trip {min:?} (median {med:?})"
+        );
         let s = r.stop();
         assert_eq!(s.udp.flows, 1);
         assert_eq!(s.udp.to_upstream.chunks, 20);

@@ -1,7 +1,7 @@
 //! Test beds for real: namespaces, veths, a bridge and tbf on this machine.
 //!
-//! These tests need root and iproute2; without them each says why and
-//! returns. Bed names carry the test process's pid (and a letter per test),
+//! These tests need root and iproute2; without them each fails under CI
+//! and is reported as skipped elsewhere (benchlab-testkit). Bed names carry the test process's pid (and a letter per test),
 //! so parallel runs never share a namespace; every bed is taken down at the
 //! end, and a failing test leaves a state file that `down` can use.
 
@@ -13,32 +13,18 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlab_testbed::bed::GSO_MAX_BYTES;
 use benchlab_testbed::{
     down, in_netns, netem_available, parse_spec, status, up, HostInfo, Object, TbfParams,
     TestbedError, TestbedSpec,
 };
 
-/// Why these tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: network namespaces need CAP_SYS_ADMIN".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) is not installed".into());
-    }
-    if Command::new("tc").arg("-V").output().is_err() {
-        return Some("`tc` (iproute2) is not installed".into());
-    }
-    None
-}
-
+/// Returns from the test when it cannot run here: these tests need root
+/// (network namespaces need CAP_SYS_ADMIN) and iproute2. Under CI that is
+/// a failure naming what is missing (see benchlab-testkit).
 macro_rules! require_root_and_iproute2 {
     () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        benchlab_testkit::require!(root, "ip", "tc");
     };
 }
 
@@ -187,12 +173,35 @@ fn icmp_echo(to: Ipv4Addr, timeout: Duration) -> Result<(), String> {
     Err(format!("no ICMP echo reply from {to} within {timeout:?}"))
 }
 
+/// Bytes that have arrived on a TCP socket but are not read yet
+/// (`FIONREAD`, the same as `SIOCINQ` for TCP).
+fn queued_bytes(fd: std::os::fd::RawFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: a valid socket and a pointer to a live c_int.
+    let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n as *mut libc::c_int) };
+    assert_eq!(rc, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    n as u64
+}
+
 /// Sends TCP bulk data from `client` to `server` and returns the goodput
-/// the receiver saw in steady state, bit/s: over `window` after a
-/// `warmup`, while the sender is still sending, so that neither slow start
-/// nor the end of the transfer (where a lost last segment costs TCP a
-/// 200 ms retransmission timeout) is counted.
-fn tcp_goodput(server: &HostInfo, client: &HostInfo, warmup: Duration, window: Duration) -> f64 {
+/// the receiver saw in steady state, bit/s, in each of `windows`
+/// consecutive windows of about `window` after a `warmup`, while the
+/// sender is still sending, so that neither slow start nor the end of the
+/// transfer (where a lost last segment costs TCP a 200 ms retransmission
+/// timeout) is counted.
+///
+/// What has *arrived* is counted, not what has been read: at each window's
+/// edge the receiver adds the bytes still queued in its socket to those it
+/// has read, and notes the time it did so. A receiver starved of CPU then
+/// cannot move bytes from one window into the next (counting by read time,
+/// windows of 10.7 and 23.5 Mbit/s were seen through a 20 Mbit/s tbf).
+fn tcp_goodputs(
+    server: &HostInfo,
+    client: &HostInfo,
+    warmup: Duration,
+    window: Duration,
+    windows: usize,
+) -> Vec<f64> {
     let addr = server.address;
     let listener = in_netns(&server.netns, move || TcpListener::bind((addr, 0)))
         .unwrap()
@@ -200,31 +209,40 @@ fn tcp_goodput(server: &HostInfo, client: &HostInfo, warmup: Duration, window: D
     let port = listener.local_addr().unwrap().port();
     let receiver = thread::spawn(move || {
         let (mut c, _) = listener.accept().unwrap();
+        let fd = c.as_raw_fd();
         let mut buf = vec![0u8; 1 << 16];
-        let mut n = c.read(&mut buf).unwrap();
-        let from = Instant::now() + warmup;
-        let to = from + window;
-        let mut counted = 0u64;
-        while n > 0 {
-            let now = Instant::now();
-            if now > from && now <= to {
-                counted += n as u64;
+        let mut read = c.read(&mut buf).unwrap() as u64;
+        let mut edge = Instant::now() + warmup;
+        let mut samples: Vec<(Instant, u64)> = Vec::with_capacity(windows + 1);
+        loop {
+            if samples.len() <= windows && Instant::now() >= edge {
+                let arrived = read + queued_bytes(fd);
+                samples.push((Instant::now(), arrived));
+                edge += window;
             }
-            n = c.read(&mut buf).unwrap();
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
         }
-        counted
+        samples
     });
     let mut c = in_netns(&client.netns, move || TcpStream::connect((addr, port)))
         .unwrap()
         .unwrap();
     let buf = vec![0x5au8; 1 << 16];
-    let end = Instant::now() + warmup + window + Duration::from_millis(100);
+    let end = Instant::now() + warmup + window * windows as u32 + Duration::from_millis(300);
     while Instant::now() < end {
         c.write_all(&buf).unwrap();
     }
     c.shutdown(Shutdown::Write).unwrap();
-    let bytes = receiver.join().unwrap();
-    bytes as f64 * 8.0 / window.as_secs_f64()
+    let samples = receiver.join().unwrap();
+    assert_eq!(samples.len(), windows + 1, "the sender stopped early");
+    samples
+        .windows(2)
+        .map(|w| (w[1].1 - w[0].1) as f64 * 8.0 / (w[1].0 - w[0].0).as_secs_f64())
+        .collect()
 }
 
 #[test]
@@ -456,41 +474,92 @@ fn delay_needs_netem_and_says_what_to_use_instead() {
     assert_nothing_left(&name, dir.path());
 }
 
+/// Turns TSO, GSO and GRO back on on both ends of a direct bed's veth,
+/// where `up` turned them off (it does so when ethtool is installed), so
+/// that tbf sees GSO packets whatever the machine has.
+fn offloads_on(hosts: &[&HostInfo]) {
+    if Command::new("ethtool").arg("--version").output().is_err() {
+        return;
+    }
+    for h in hosts {
+        let (ok, out) = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &h.netns,
+            "ethtool",
+            "-K",
+            &h.interface,
+            "tso",
+            "on",
+            "gso",
+            "on",
+            "gro",
+            "on",
+        ]);
+        assert!(ok, "ethtool -K {} on: {out}", h.interface);
+    }
+}
+
 /// tbf holds the rate with the veths' offloads on (GSO packets larger than
-/// the bucket are segmented by tbf, not dropped): 20 Mbit/s has the
-/// two-frame bucket, 400 Mbit/s a 50 kB one, both smaller than a 64 KiB GSO
-/// packet. TCP goodput should be 1448/1514 = 95.6 % of the rate (measured:
-/// 95.2-95.9 % in 12 runs); a queue too short for TCP's slow-start overshoot
-/// shows here as 200 ms retransmission stalls (58-80 % at 20 Mbit/s with a
-/// 68 kB queue).
+/// the bucket are segmented by tbf, not dropped): 20 Mbit/s has a 40 kB
+/// bucket, smaller than a 64 KiB GSO packet; 200 Mbit/s checks a higher
+/// rate with offloads on (400 Mbit/s was too much for this two-core machine
+/// under other builds: 3 of 5 windows 7-12 % low at load 12). TCP goodput should be 1448/1514 = 95.6 % of the rate
+/// (measured on an idle machine: 95.2-95.9 % in 12 runs); a queue too short
+/// for TCP's slow-start overshoot shows here as 200 ms retransmission
+/// stalls (58-80 % at 20 Mbit/s with a 68 kB queue).
+///
+/// Five 0.5 s windows are checked as tests/hosts.rs checks repetitions:
+/// tbf is a ceiling, so the median window may exceed the expected goodput
+/// by at most 3 %; and the link reaches its rate when the machine lets it,
+/// so the best window must come within 3 % from below (a sender starved
+/// of CPU under other builds falls short in most windows: seen 89.3 % of
+/// the rate in a single 0.8 s window at a load of 10).
 #[test]
 fn tbf_holds_the_rate_with_offloads_on() {
     require_root_and_iproute2!();
     let dir = tempfile::tempdir().unwrap();
-    for (letter, rate_mbit) in [('r', 20.0), ('s', 400.0)] {
+    assert!(TbfParams::for_rate(20_000_000).burst_bytes < GSO_MAX_BYTES);
+    for (letter, rate_mbit) in [('r', 20.0), ('s', 200.0)] {
         let name = bed_name(letter);
         let _guard = Guard(name.clone(), dir.path());
         let spec = spec(&name, "direct", &[("rx", Some(rate_mbit)), ("tx", None)]);
         let bed = up(&spec, dir.path()).unwrap();
         let (rx, tx) = (bed.host("rx").unwrap(), bed.host("tx").unwrap());
-        let goodput = tcp_goodput(
+        offloads_on(&[rx, tx]);
+        let mut goodputs = tcp_goodputs(
             rx,
             tx,
-            Duration::from_millis(200),
-            Duration::from_millis(800),
+            Duration::from_millis(300),
+            Duration::from_millis(500),
+            5,
         );
         down(&name, dir.path()).unwrap();
-        let ratio = goodput / (rate_mbit * 1e6);
+        let want = rate_mbit * 1e6 * 1448.0 / 1514.0;
+        goodputs.sort_by(f64::total_cmp);
+        let (median, best) = (goodputs[2], goodputs[4]);
+        let pct = |x: f64| (x - want) / want * 100.0;
         eprintln!(
-            "{rate_mbit} Mbit/s: goodput {:.1} Mbit/s ({:.1} %)",
-            goodput / 1e6,
-            ratio * 100.0
+            "{rate_mbit} Mbit/s: windows {:.1?} Mbit/s, median {:+.1} %, best {:+.1} % of the expected {:.1}",
+            goodputs.iter().map(|g| g / 1e6).collect::<Vec<_>>(),
+            pct(median),
+            pct(best),
+            want / 1e6
         );
         assert!(
-            (0.90..=1.0).contains(&ratio),
-            "{rate_mbit} Mbit/s: goodput {:.1} Mbit/s is {:.1} % of the rate",
-            goodput / 1e6,
-            ratio * 100.0
+            pct(median) <= 3.0,
+            "{rate_mbit} Mbit/s: median window {:.1} Mbit/s is {:+.1} % over the expected {:.1}",
+            median / 1e6,
+            pct(median),
+            want / 1e6
+        );
+        assert!(
+            pct(best) >= -3.0,
+            "{rate_mbit} Mbit/s: even the best window, {:.1} Mbit/s, is {:+.1} % under the expected {:.1}",
+            best / 1e6,
+            pct(best),
+            want / 1e6
         );
         assert_nothing_left(&name, dir.path());
     }
@@ -502,21 +571,24 @@ const UDP_SEGMENT: libc::c_int = 103;
 /// The claim that tbf drops GSO packets larger than its bucket held before
 /// Linux 3.13; since then it segments them. One UDP GSO send of 40 × 1400
 /// bytes is one 57 kB skb at the qdisc (the stack segments it only after the
-/// qdisc, in validate_xmit_skb), 19 times the 3028-byte bucket of a
-/// 20 Mbit/s tbf: all 40 datagrams must arrive, and tbf must drop nothing.
+/// qdisc, in validate_xmit_skb), 14 times the 4000-byte bucket of a
+/// 2 Mbit/s tbf (16 ms of the rate): all 40 datagrams must arrive, and tbf
+/// must drop nothing. At 20 Mbit/s the bucket (40 kB) would be too close to
+/// the packet's size to show much.
 #[test]
 fn tbf_segments_gso_packets_larger_than_its_bucket() {
     require_root_and_iproute2!();
     let dir = tempfile::tempdir().unwrap();
     let name = bed_name('g');
     let _guard = Guard(name.clone(), dir.path());
-    let spec = spec(&name, "direct", &[("rx", Some(20.0)), ("tx", None)]);
+    let spec = spec(&name, "direct", &[("rx", Some(2.0)), ("tx", None)]);
     let bed = up(&spec, dir.path()).unwrap();
     let (rx, tx) = (
         bed.host("rx").unwrap().clone(),
         bed.host("tx").unwrap().clone(),
     );
-    assert!(TbfParams::for_rate(20_000_000).burst_bytes < 40 * 1400);
+    offloads_on(&[&rx, &tx]);
+    assert!(10 * TbfParams::for_rate(2_000_000).burst_bytes < 40 * 1400);
     let rx_addr = rx.address;
     let receiver = in_netns(&rx.netns, move || UdpSocket::bind((rx_addr, 0)))
         .unwrap()
@@ -541,11 +613,10 @@ fn tbf_segments_gso_packets_larger_than_its_bucket() {
         )
     };
     if rc != 0 {
-        eprintln!(
-            "skipped: UDP_SEGMENT unsupported: {}",
+        return benchlab_testkit::unsupported(format!(
+            "this kernel refuses UDP_SEGMENT: {}",
             std::io::Error::last_os_error()
-        );
-        return;
+        ));
     }
     let mut buf = [0u8; 2048];
     for round in 0..3 {

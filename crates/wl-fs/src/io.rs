@@ -1032,8 +1032,7 @@ mod cache_tests {
         let s = cell(d.path(), true);
         match run_cell(&s, &AtomicBool::new(false)) {
             Err(WorkloadError::Unsupported(why)) => {
-                eprintln!("skipped: {why}");
-                return;
+                return benchlab_testkit::unsupported(why);
             }
             r => {
                 r.unwrap();

@@ -487,10 +487,7 @@ mod tests {
 
     #[test]
     fn an_existing_image_is_never_overwritten() {
-        if !is_root() || !which("mkfs.ext4") {
-            eprintln!("skipped: needs root and mkfs.ext4");
-            return;
-        }
+        benchlab_testkit::require!(root, "mkfs.ext4");
         let d = tempfile::tempdir().unwrap();
         let img = d.path().join("img");
         std::fs::write(&img, b"precious").unwrap();

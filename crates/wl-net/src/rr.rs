@@ -12,7 +12,10 @@
 //!
 //! `transactions_per_s = transactions / elapsed_s` over the measured
 //! interval and `rtt_us = 10^6 / transactions_per_s`, netperf's
-//! `RT_LATENCY` with no burst. Warm-up transactions are counted apart
+//! `RT_LATENCY` with no burst; `rtt_half_us = ½ × 10^6 /
+//! transactions_per_s` is the RTT/2 that seed 002's table quotes for
+//! netperf ("RTT/2 can be calculated from its printed results"), shown in
+//! tables with `latency = "half-round-trip"`. Warm-up transactions are counted apart
 //! (`warmup_transactions`); the server counts every transaction it served,
 //! so `server transactions = warmup_transactions + transactions` over TCP
 //! (checked by [`combine`](benchlab_core::Workload::combine)).
@@ -85,11 +88,43 @@ const NODELAY: ParamSpec = ParamSpec {
     help: "set TCP_NODELAY on both sides (netperf -D; off by default, as netperf)",
 };
 
+/// netperf's test-specific `-m` as a study passed it to an RR test, which
+/// ignores it: TCP_RR and UDP_RR size their transactions with `-r` only
+/// (default 1 byte each way). Seed 000's scripts ran `netperf -t TCP_RR …
+/// -- -m $big` for `big` from 1 to 1024, so every one of its RR rows is a
+/// 1-byte transaction, which is why its latencies stay flat across the
+/// sizes. The parameter changes nothing in the measurement; swept as the
+/// row parameter, it lets a study run what the seed really ran under the
+/// seed's row labels.
+const NETPERF_M: ParamSpec = ParamSpec {
+    name: "netperf_m",
+    kind: ParamKind::Bytes,
+    default: ParamDefault::Unset,
+    help: "netperf's -m as given to an RR test, which ignores it: recorded and usable as row labels (seed 000's RR rows), never sent; request_size and response_size set the transaction",
+};
+
+/// The choices of [`LATENCY`].
+const LATENCY_CHOICES: &[&str] = &[ROUND_TRIP, HALF_ROUND_TRIP];
+const ROUND_TRIP: &str = "round-trip";
+const HALF_ROUND_TRIP: &str = "half-round-trip";
+
+/// Which latency the tables quote. Both are recorded at every point; the
+/// choice only picks the table figure, so that a seed's table reads as the
+/// seed printed it (seed 000: round trip; seed 002: RTT/2).
+const LATENCY: ParamSpec = ParamSpec {
+    name: "latency",
+    kind: ParamKind::Choice(LATENCY_CHOICES),
+    default: ParamDefault::Str(ROUND_TRIP),
+    help: "the table's latency: round-trip (10^6 / transactions per second, netperf's RT_LATENCY) or half-round-trip (RTT/2, half of it, as seed 002 quotes netperf); both are recorded",
+};
+
 const PARAMS: &[ParamSpec] = &[
     PROTOCOL,
     REQUEST_SIZE,
     RESPONSE_SIZE,
     NODELAY,
+    LATENCY,
+    NETPERF_M,
     DURATION,
     WARMUP,
 ];
@@ -98,6 +133,9 @@ const TCP_LABEL: &str = "TCP round-trip latency (µs)";
 const UDP_LABEL: &str = "UDP round-trip latency (µs)";
 /// Label of a table whose rows span both protocols.
 const ANY_LABEL: &str = "Round-trip latency (µs)";
+const TCP_HALF_LABEL: &str = "TCP RTT/2, half the round trip (µs)";
+const UDP_HALF_LABEL: &str = "UDP RTT/2, half the round trip (µs)";
+const ANY_HALF_LABEL: &str = "RTT/2, half the round trip (µs)";
 
 const CLIENT: &str = "net.rr client";
 const SERVER: &str = "net.rr server";
@@ -165,18 +203,35 @@ impl Workload for NetRr {
     }
 
     fn table_metrics(&self, params: &Params) -> Vec<MetricSpec> {
-        let label = match Proto::from_params(params) {
-            Ok(Proto::Tcp) => TCP_LABEL,
-            Ok(Proto::Udp) => UDP_LABEL,
-            // The protocol varies within the table (it forms its rows).
-            Err(_) => ANY_LABEL,
+        let half = params.str(LATENCY.name).ok() == Some(HALF_ROUND_TRIP);
+        let (tcp, udp, any) = if half {
+            (TCP_HALF_LABEL, UDP_HALF_LABEL, ANY_HALF_LABEL)
+        } else {
+            (TCP_LABEL, UDP_LABEL, ANY_LABEL)
         };
-        vec![MetricSpec {
-            name: "rtt_us",
-            label,
-            better: Better::Lower,
-            decimals: 2,
-            combine: Combine::Mean,
+        let label = match Proto::from_params(params) {
+            Ok(Proto::Tcp) => tcp,
+            Ok(Proto::Udp) => udp,
+            // The protocol varies within the table (it forms its rows).
+            Err(_) => any,
+        };
+        vec![if half {
+            // One decimal, as seed 002's table.
+            MetricSpec {
+                name: "rtt_half_us",
+                label,
+                better: Better::Lower,
+                decimals: 1,
+                combine: Combine::Mean,
+            }
+        } else {
+            MetricSpec {
+                name: "rtt_us",
+                label,
+                better: Better::Lower,
+                decimals: 2,
+                combine: Combine::Mean,
+            }
         }]
     }
 
@@ -262,6 +317,7 @@ impl Workload for NetRr {
         let mut m = BTreeMap::new();
         put(&mut m, "transactions_per_s", tps);
         put(&mut m, "rtt_us", 1e6 / tps);
+        put(&mut m, "rtt_half_us", rtt_half_us(tps));
         put(&mut m, "transactions", done as f64);
         put(&mut m, "warmup_transactions", warm as f64);
         put(&mut m, "elapsed_s", elapsed);
@@ -305,6 +361,13 @@ impl Workload for NetRr {
             ..Sample::default()
         })
     }
+}
+
+/// RTT/2 in µs from a transaction rate: ½ × 10^6 / transactions per
+/// second, one transaction being one round trip (seed 002: "RTT/2 can be
+/// calculated from [netperf's] printed results").
+pub fn rtt_half_us(transactions_per_s: f64) -> f64 {
+    0.5e6 / transactions_per_s
 }
 
 /// The client side (see the module docs).
@@ -355,4 +418,71 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         &[("elapsed_s", cpu.elapsed_s)],
         Some(cpu),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchlab_core::Value;
+
+    fn params(kv: &[(&str, Value)]) -> Params {
+        let mut p = Params::default();
+        for (k, v) in kv {
+            p.0.insert(k.to_string(), v.clone());
+        }
+        p
+    }
+
+    /// Known values: seed 002's netperf rows are RTT/2 of the printed
+    /// rate; 17.0 µs (RHEL, Solarflare, TCP, no load) is 29,412 TCP_RR
+    /// transactions per second.
+    #[test]
+    fn rtt_half_is_half_the_round_trip() {
+        assert_eq!(rtt_half_us(2000.0), 250.0);
+        assert_eq!(rtt_half_us(1e6), 0.5);
+        assert_eq!(format!("{:.1}", rtt_half_us(29_412.0)), "17.0");
+
+        // combine: 1000 transactions in 0.5 s → 2000/s, 500 µs, 250 µs.
+        let client = crate::common::side_result(
+            &[("transactions", 1000), ("warmup_transactions", 10)],
+            &[("elapsed_s", 0.5)],
+            None,
+        );
+        let server = crate::common::side_result(&[("transactions", 1010)], &[], None);
+        let p = params(&[("protocol", Value::Str("tcp".into()))]);
+        let s = RR.combine(&p, client, Some(server)).unwrap();
+        assert_eq!(s.metrics["transactions_per_s"], 2000.0);
+        assert_eq!(s.metrics["rtt_us"], 500.0);
+        assert_eq!(s.metrics["rtt_half_us"], 250.0);
+    }
+
+    #[test]
+    fn latency_picks_the_table_metric() {
+        let tcp = ("protocol", Value::Str("tcp".into()));
+        let m = RR.table_metrics(&params(std::slice::from_ref(&tcp)));
+        assert_eq!((m[0].name, m[0].decimals), ("rtt_us", 2));
+        let half = ("latency", Value::Str(HALF_ROUND_TRIP.into()));
+        let m = RR.table_metrics(&params(&[tcp, half.clone()]));
+        assert_eq!((m[0].name, m[0].label), ("rtt_half_us", TCP_HALF_LABEL));
+        assert_eq!(m[0].decimals, 1);
+        let m = RR.table_metrics(&params(&[half]));
+        assert_eq!(m[0].label, ANY_HALF_LABEL);
+    }
+
+    /// Seed 000 passed `-m $big` to TCP_RR, which netperf ignores: with
+    /// `netperf_m` set, the transaction is still `request_size` both ways.
+    #[test]
+    fn netperf_m_is_recorded_not_sent() {
+        let p = params(&[
+            ("protocol", Value::Str("udp".into())),
+            ("request_size", Value::Int(1)),
+            ("netperf_m", Value::Int(1024)),
+            ("nodelay", Value::Bool(false)),
+            ("duration_s", Value::Float(1.0)),
+            ("warmup_s", Value::Float(0.0)),
+        ]);
+        let c = Config::read(&p).unwrap();
+        assert_eq!((c.request_size, c.response_size), (1, 1));
+        assert!(PARAMS.iter().any(|s| s.name == NETPERF_M.name));
+    }
 }

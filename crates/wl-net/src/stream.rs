@@ -246,6 +246,29 @@ impl Workload for NetStream {
         m
     }
 
+    fn notes(&self, params: &Params, metrics: &BTreeMap<String, f64>) -> Vec<String> {
+        let requested = |k: &str| params.opt_u64(k).ok().flatten();
+        [
+            clip_note(
+                RECV_BUFFER.name,
+                requested(RECV_BUFFER.name),
+                metrics.get("recv_buffer_bytes").copied(),
+                metrics.get("rmem_max_bytes").copied(),
+                "rmem_max",
+            ),
+            clip_note(
+                SEND_BUFFER.name,
+                requested(SEND_BUFFER.name),
+                metrics.get("send_buffer_bytes").copied(),
+                metrics.get("wmem_max_bytes").copied(),
+                "wmem_max",
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     fn expected_duration(&self, params: &Params) -> Duration {
         let s = params.f64(WARMUP.name).unwrap_or(0.0) + params.f64(DURATION.name).unwrap_or(0.0);
         // Plus connection set-up and the drain.
@@ -330,6 +353,20 @@ impl Workload for NetStream {
                 "failed_sends",
                 client.counter("failed_sends") as f64,
             );
+        }
+
+        // The buffers in force (and the kernel's ceilings), as each side
+        // read them back: the figures of a recv_buffer sweep mean nothing
+        // without them (seed 000's Figure 5 asks for up to 1 MiB).
+        for (side, key) in [
+            (&server, "recv_buffer_bytes"),
+            (&server, "rmem_max_bytes"),
+            (&client, "send_buffer_bytes"),
+            (&client, "wmem_max_bytes"),
+        ] {
+            if let Some(&v) = side.counters.get(key) {
+                put(&mut m, key, v as f64);
+            }
         }
 
         put_cpu(&mut m, "client", client.cpu.as_ref());
@@ -431,7 +468,7 @@ fn accept_receiver(
     cfg: &Config,
     ctx: &ServerCtx,
     ready: &mut dyn FnMut(u16),
-) -> Result<(socket2::Socket, usize), WorkloadError> {
+) -> Result<(socket2::Socket, usize, BufferCounters), WorkloadError> {
     let bufs = Bufs {
         send: None,
         recv: cfg.recv_buffer,
@@ -441,7 +478,79 @@ fn accept_receiver(
     let s = await_client(proto, sock, &ctx.abort, ACCEPT_TIMEOUT, SERVER)?;
     set_timeouts(&s, ABORT_POLL, SERVER)?;
     let rsize = receive_size(cfg, &s)?;
-    Ok((s, rsize))
+    let in_effect = buffer_in_effect(&s, Direction::Recv, SERVER)?;
+    Ok((s, rsize, in_effect))
+}
+
+/// A side's counters of its socket buffer in force (see
+/// [`buffer_in_effect`]).
+type BufferCounters = Vec<(&'static str, u64)>;
+
+/// Which socket buffer.
+#[derive(Clone, Copy)]
+enum Direction {
+    Send,
+    Recv,
+}
+
+/// The socket buffer in force, read back after setting it (and after
+/// accept, whose socket inherits the listener's), with the kernel's
+/// ceiling for requests: `{recv,send}_buffer_bytes` as `getsockopt()`
+/// reports it (Linux reports twice the usable size it set, as netperf
+/// prints it) and `{r,w}mem_max_bytes` from `/proc/sys/net/core` as this
+/// side's network namespace sees it (absent when unreadable). Read once,
+/// before any timed loop.
+fn buffer_in_effect(
+    s: &socket2::Socket,
+    dir: Direction,
+    what: &str,
+) -> Result<BufferCounters, WorkloadError> {
+    let (size, name, sysctl, max_name) = match dir {
+        Direction::Recv => (
+            s.recv_buffer_size(),
+            "recv_buffer_bytes",
+            "rmem_max",
+            "rmem_max_bytes",
+        ),
+        Direction::Send => (
+            s.send_buffer_size(),
+            "send_buffer_bytes",
+            "wmem_max",
+            "wmem_max_bytes",
+        ),
+    };
+    let size = size.map_err(|e| WorkloadError::io(format!("{what}: getsockopt({name})"), e))?;
+    let mut out = vec![(name, size as u64)];
+    if let Some(max) = std::fs::read_to_string(format!("/proc/sys/net/core/{sysctl}"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+    {
+        out.push((max_name, max));
+    }
+    Ok(out)
+}
+
+/// The remark when the kernel clipped a requested buffer. Linux sets
+/// `2 × min(request, {r,w}mem_max)` (at least a small floor) and
+/// `getsockopt()` reports that doubled size, so a request was clipped when
+/// half of what is reported is below it. `SO_RCVBUF` clips for root too
+/// (only `SO_RCVBUFFORCE` would not; netperf uses `SO_RCVBUF`).
+fn clip_note(
+    key: &str,
+    requested: Option<u64>,
+    reported: Option<f64>,
+    max: Option<f64>,
+    sysctl: &str,
+) -> Option<String> {
+    let (requested, reported) = (requested?, reported?);
+    let usable = reported / 2.0;
+    (usable < requested as f64).then(|| {
+        format!(
+            "{key} = {requested}: the kernel clipped it to {usable:.0} bytes (getsockopt reports {reported:.0}){}; raise net.core.{sysctl} to at least {requested} (e.g. with a profile) to measure the size asked for",
+            max.map(|m| format!(", net.core.{sysctl} = {m:.0}"))
+                .unwrap_or_default()
+        )
+    })
 }
 
 fn receive_size(cfg: &Config, s: &socket2::Socket) -> Result<usize, WorkloadError> {
@@ -467,6 +576,7 @@ fn tcp_sender(
     };
     let s = connect(Proto::Tcp, addr, bufs, abort, CLIENT)?;
     set_timeouts(&s, ABORT_POLL, CLIENT)?;
+    let in_effect = buffer_in_effect(&s, Direction::Send, CLIENT)?;
     let fd = s.as_raw_fd();
     let buf = PageBuf::new(cfg.message_size);
     let len = buf.len() as u64;
@@ -491,12 +601,14 @@ fn tcp_sender(
     tcp_drain(&s, abort, CLIENT)?;
     let c1 = CpuSnapshot::take();
     let cpu = c0.usage_until(&c1);
+    let mut counters = vec![
+        ("bytes_sent", bytes),
+        ("measured_bytes_sent", bytes - at_mark),
+        ("message_size", len),
+    ];
+    counters.extend(in_effect);
     Ok(side_result(
-        &[
-            ("bytes_sent", bytes),
-            ("measured_bytes_sent", bytes - at_mark),
-            ("message_size", len),
-        ],
+        &counters,
         &[("elapsed_s", cpu.elapsed_s)],
         Some(cpu),
     ))
@@ -519,7 +631,7 @@ fn tcp_receiver(
     ready: &mut dyn FnMut(u16),
 ) -> Result<SideResult, WorkloadError> {
     let abort = &*ctx.abort;
-    let (s, rsize) = accept_receiver(Proto::Tcp, cfg, ctx, ready)?;
+    let (s, rsize, in_effect) = accept_receiver(Proto::Tcp, cfg, ctx, ready)?;
     let fd = s.as_raw_fd();
     let mut buf = PageBuf::new(rsize);
 
@@ -566,13 +678,15 @@ fn tcp_receiver(
     drop(timer);
     // Closing `s` on return tells the sender its drain is complete.
     let cpu = c0.usage_until(&c1);
+    let mut counters = vec![
+        ("bytes_received", bytes),
+        ("measured_bytes_received", bytes - at_mark),
+        ("recv_calls", calls),
+        ("receive_size", rsize as u64),
+    ];
+    counters.extend(in_effect);
     Ok(side_result(
-        &[
-            ("bytes_received", bytes),
-            ("measured_bytes_received", bytes - at_mark),
-            ("recv_calls", calls),
-            ("receive_size", rsize as u64),
-        ],
+        &counters,
         &[("elapsed_s", cpu.elapsed_s)],
         Some(cpu),
     ))
@@ -621,6 +735,7 @@ fn udp_sender(
     let s = connect(Proto::Udp, addr, bufs, abort, CLIENT)?;
     enable_recverr(&s, addr.ip(), CLIENT)?;
     set_timeouts(&s, ABORT_POLL, CLIENT)?;
+    let in_effect = buffer_in_effect(&s, Direction::Send, CLIENT)?;
     let fd = s.as_raw_fd();
     let mut buf = PageBuf::new(cfg.message_size);
     buf[0] = PHASE_WARMUP;
@@ -644,16 +759,18 @@ fn udp_sender(
     drop(timer);
     udp_end_markers(fd, 0, &MARKER_GAPS);
     let cpu = c0.usage_until(&c1);
+    let mut counters = vec![
+        ("datagrams_sent", warm.datagrams + meas.datagrams),
+        ("measured_datagrams_sent", meas.datagrams),
+        ("bytes_sent", warm.bytes + meas.bytes),
+        ("measured_bytes_sent", meas.bytes),
+        ("failed_sends", meas.failed),
+        ("warmup_failed_sends", warm.failed),
+        ("message_size", cfg.message_size as u64),
+    ];
+    counters.extend(in_effect);
     Ok(side_result(
-        &[
-            ("datagrams_sent", warm.datagrams + meas.datagrams),
-            ("measured_datagrams_sent", meas.datagrams),
-            ("bytes_sent", warm.bytes + meas.bytes),
-            ("measured_bytes_sent", meas.bytes),
-            ("failed_sends", meas.failed),
-            ("warmup_failed_sends", warm.failed),
-            ("message_size", cfg.message_size as u64),
-        ],
+        &counters,
         &[("elapsed_s", cpu.elapsed_s)],
         Some(cpu),
     ))
@@ -687,7 +804,7 @@ fn udp_receiver(
     ready: &mut dyn FnMut(u16),
 ) -> Result<SideResult, WorkloadError> {
     let abort = &*ctx.abort;
-    let (s, rsize) = accept_receiver(Proto::Udp, cfg, ctx, ready)?;
+    let (s, rsize, in_effect) = accept_receiver(Proto::Udp, cfg, ctx, ready)?;
     let fd = s.as_raw_fd();
     // At least one byte, to read the phase.
     let mut buf = PageBuf::new(rsize.max(1));
@@ -748,15 +865,17 @@ fn udp_receiver(
         return Err(WorkloadError::Aborted);
     }
     let cpu = c0.usage_until(&c1);
+    let mut counters = vec![
+        ("datagrams_received", datagrams),
+        ("measured_datagrams_received", m_datagrams),
+        ("bytes_received", bytes),
+        ("measured_bytes_received", m_bytes),
+        ("ended_by_timer", ended_by_timer as u64),
+        ("receive_size", rsize as u64),
+    ];
+    counters.extend(in_effect);
     Ok(side_result(
-        &[
-            ("datagrams_received", datagrams),
-            ("measured_datagrams_received", m_datagrams),
-            ("bytes_received", bytes),
-            ("measured_bytes_received", m_bytes),
-            ("ended_by_timer", ended_by_timer as u64),
-            ("receive_size", rsize as u64),
-        ],
+        &counters,
         &[("elapsed_s", cpu.elapsed_s)],
         Some(cpu),
     ))

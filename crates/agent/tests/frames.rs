@@ -1,0 +1,261 @@
+//! Issue 14: every frame after the `--listen` handshake is authenticated.
+//! A real agent and a real controller talk through a man in the middle on
+//! loopback that passes the handshake untouched, then flips a bit, replays,
+//! reorders or injects a frame. Each is refused: the agent drops the
+//! connection with a reason, and the request in question never runs (the
+//! agent answers nothing for it, and a `shutdown` that it would have obeyed
+//! does not end the session cleanly).
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use benchlab_agent::frame::{read_frame, write_frame};
+use benchlab_agent::listen::{connect, serve_listener};
+use benchlab_agent::protocol::{Request, Response, PROTOCOL_VERSION};
+use benchlab_core::Registry;
+
+const KEY: &[u8] = b"a shared key of 32 bytes, really";
+/// Generous: only reached when something is broken.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn hello() -> Request {
+    Request::Hello {
+        protocol: PROTOCOL_VERSION,
+        benchlab: benchlab_core::VERSION.to_string(),
+    }
+}
+
+/// One plain frame (the handshake's), length prefix included.
+fn raw_frame(s: &mut TcpStream) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    [&len[..], &body].concat()
+}
+
+/// One sealed record: length, sequence number, body, MAC.
+fn raw_record(s: &mut TcpStream) -> Vec<u8> {
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    let len = u32::from_be_bytes(head[..4].try_into().unwrap()) as usize;
+    let mut rest = vec![0u8; len + 32];
+    s.read_exact(&mut rest).unwrap();
+    [&head[..], &rest].concat()
+}
+
+/// What the man in the middle does to the controller's records.
+type Tamper = fn(Vec<Vec<u8>>) -> Vec<Vec<u8>>;
+
+/// A controller's session with a real agent through a man in the middle.
+struct Outcome {
+    /// What the controller got back, in order, until the connection ended.
+    responses: Vec<Response>,
+    /// How the agent's session ended (`serve_listener` with `once`).
+    agent: io::Result<()>,
+}
+
+/// The agent serves one session; the controller sends `requests` (each one
+/// sealed record) and reads until the connection ends; the man in the
+/// middle relays the handshake, collects the controller's records, and
+/// forwards what `tamper` makes of them.
+fn session_through(requests: &[Request], tamper: Tamper) -> Outcome {
+    let agent_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let agent_addr = agent_listener.local_addr().unwrap();
+    let agent: JoinHandle<io::Result<()>> = std::thread::spawn(move || {
+        serve_listener(&agent_listener, KEY, &Registry::new(), true, PATIENCE)
+    });
+    let mitm_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mitm_addr: SocketAddr = mitm_listener.local_addr().unwrap();
+    let n = requests.len();
+    let mitm = std::thread::spawn(move || {
+        let (mut c, _) = mitm_listener.accept().unwrap();
+        let mut a = TcpStream::connect(agent_addr).unwrap();
+        for s in [&c, &a] {
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+        }
+        // The handshake passes untouched: challenge, response, accepted.
+        let f = raw_frame(&mut a);
+        c.write_all(&f).unwrap();
+        let f = raw_frame(&mut c);
+        a.write_all(&f).unwrap();
+        let f = raw_frame(&mut a);
+        c.write_all(&f).unwrap();
+        let records: Vec<Vec<u8>> = (0..n).map(|_| raw_record(&mut c)).collect();
+        for r in tamper(records) {
+            a.write_all(&r).unwrap();
+        }
+        // Whatever the agent answers goes back until it closes.
+        let _ = io::copy(&mut a, &mut c);
+        let _ = c.shutdown(Shutdown::Both);
+    });
+    let mut s = connect(mitm_addr, KEY, PATIENCE).unwrap();
+    s.tcp().set_read_timeout(Some(PATIENCE)).unwrap();
+    for r in requests {
+        write_frame(&mut s, r).unwrap();
+    }
+    let mut responses = Vec::new();
+    while let Ok(Some(r)) = read_frame::<_, Response>(&mut s) {
+        responses.push(r);
+    }
+    mitm.join().unwrap();
+    Outcome {
+        responses,
+        agent: agent.join().unwrap(),
+    }
+}
+
+fn refused_because(o: &Outcome, why: &str) {
+    let e = o
+        .agent
+        .as_ref()
+        .expect_err("the agent must drop the session");
+    assert!(e.to_string().contains(why), "{e}");
+    assert!(e.to_string().contains("connection dropped"), "{e}");
+}
+
+#[test]
+fn an_untouched_session_works() {
+    let o = session_through(&[hello(), Request::Shutdown], |r| r);
+    assert!(
+        matches!(o.responses[0], Response::Hello { .. }),
+        "{:?}",
+        o.responses
+    );
+    assert_eq!(o.responses[1], Response::Bye);
+    o.agent.unwrap();
+}
+
+#[test]
+fn a_flipped_bit_is_refused_and_nothing_runs() {
+    let o = session_through(&[hello(), Request::Shutdown], |mut r| {
+        // A bit in the middle of the first request's JSON.
+        let i = 12 + (r[0].len() - 44) / 2;
+        r[0][i] ^= 0x04;
+        r
+    });
+    assert!(o.responses.is_empty(), "{:?}", o.responses);
+    refused_because(&o, "record 0 failed authentication");
+}
+
+#[test]
+fn a_replayed_frame_is_refused() {
+    // The first request twice; the second record is held back.
+    let o = session_through(&[hello(), Request::Shutdown], |r| {
+        vec![r[0].clone(), r[0].clone()]
+    });
+    assert_eq!(o.responses.len(), 1, "only the original: {:?}", o.responses);
+    refused_because(&o, "record 0 arrived where record 1 was due");
+}
+
+#[test]
+fn reordered_frames_are_refused_and_nothing_runs() {
+    let o = session_through(&[hello(), Request::Shutdown], |r| {
+        vec![r[1].clone(), r[0].clone()]
+    });
+    // The shutdown came first and was not obeyed: the session failed.
+    assert!(o.responses.is_empty(), "{:?}", o.responses);
+    refused_because(&o, "record 1 arrived where record 0 was due");
+}
+
+#[test]
+fn an_injected_frame_is_refused_and_does_not_run() {
+    let o = session_through(&[hello(), hello()], |r| {
+        // The man in the middle has no key: it replaces the second request
+        // with its own `shutdown`, numbered right, with a made-up MAC.
+        let body = serde_json::to_vec(&Request::Shutdown).unwrap();
+        let frame = [&(body.len() as u32).to_be_bytes()[..], &body].concat();
+        let forged = [
+            &(frame.len() as u32).to_be_bytes()[..],
+            &1u64.to_be_bytes(),
+            &frame,
+            &[0x5a; 32],
+        ]
+        .concat();
+        vec![r[0].clone(), forged]
+    });
+    assert_eq!(o.responses.len(), 1, "{:?}", o.responses);
+    assert!(matches!(o.responses[0], Response::Hello { .. }));
+    refused_because(&o, "record 1 failed authentication");
+}
+
+/// The other direction: a response altered on its way to the controller is
+/// refused by the controller.
+#[test]
+fn an_altered_response_is_refused_by_the_controller() {
+    let agent_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let agent_addr = agent_listener.local_addr().unwrap();
+    let agent = std::thread::spawn(move || {
+        serve_listener(&agent_listener, KEY, &Registry::new(), true, PATIENCE)
+    });
+    let mitm_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mitm_addr = mitm_listener.local_addr().unwrap();
+    let mitm = std::thread::spawn(move || {
+        let (mut c, _) = mitm_listener.accept().unwrap();
+        let mut a = TcpStream::connect(agent_addr).unwrap();
+        for s in [&c, &a] {
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+        }
+        for from_agent in [true, false, true] {
+            let (from, to) = if from_agent {
+                (&mut a, &mut c)
+            } else {
+                (&mut c, &mut a)
+            };
+            let f = raw_frame(from);
+            to.write_all(&f).unwrap();
+        }
+        let r = raw_record(&mut c);
+        a.write_all(&r).unwrap();
+        let mut answer = raw_record(&mut a);
+        answer[20] ^= 0x01;
+        c.write_all(&answer).unwrap();
+        let _ = a.shutdown(Shutdown::Both);
+        let _ = c.shutdown(Shutdown::Both);
+    });
+    let mut s = connect(mitm_addr, KEY, PATIENCE).unwrap();
+    s.tcp().set_read_timeout(Some(PATIENCE)).unwrap();
+    write_frame(&mut s, &hello()).unwrap();
+    let e = read_frame::<_, Response>(&mut s).unwrap_err();
+    assert!(
+        e.to_string().contains("record 0 failed authentication"),
+        "{e}"
+    );
+    mitm.join().unwrap();
+    // The agent saw its peer vanish before a shutdown.
+    let _ = agent.join().unwrap();
+}
+
+/// An agent of the previous scheme (`v1`, no per-frame MACs) and this
+/// controller refuse each other by name before any request: a `v1` peer
+/// would otherwise send frames this side cannot verify.
+#[test]
+fn a_controller_refuses_an_agent_of_the_unsealed_scheme() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let old_agent = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        write_frame(
+            &mut s,
+            &serde_json::json!({
+                "auth": "challenge", "scheme": "benchlab-auth-v1",
+                "protocol": PROTOCOL_VERSION, "nonce": "00".repeat(32)
+            }),
+        )
+        .unwrap();
+        // The controller closes without answering.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        rest
+    });
+    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the agent at {addr} speaks authentication scheme `benchlab-auth-v1`, this benchlab speaks `benchlab-auth-v2`"
+        )
+    );
+    assert!(old_agent.join().unwrap().is_empty(), "nothing was sent");
+}

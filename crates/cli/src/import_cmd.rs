@@ -1,0 +1,100 @@
+//! `benchlab import FILE.csv`: published figures (the figures CSV layout of
+//! `benchlab_report::import`) stored as a run marked *published, not
+//! measured*, so that `show`, `compare` and `report` put them beside
+//! measured runs.
+//!
+//! The run keeps the file's text as its study text and each configuration
+//! the spec `{"published": true}`; its report is rebuilt from that text by
+//! the importer (layout v1, versioned by its header), never by the study
+//! loader. It has no points and no samples: nothing was measured.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use benchlab_core::plan::RunOptions;
+use benchlab_core::units::now_rfc3339;
+use benchlab_report::import::{self, is_published, PUBLISHED};
+use benchlab_report::RunReport;
+use benchlab_store::{NewRun, RunStatus, Store};
+
+/// The event kind that records an import.
+const EVENT: &str = "imported";
+
+/// `benchlab import FILE [--name NAME]`: checks the whole file first, then
+/// stores it as one completed run; prints the run's id.
+pub(crate) fn import(db: &Path, file: &Path, name: Option<&str>) -> Result<i32> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let shown = file.display().to_string();
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| shown.clone()),
+    };
+    let report = import::figures_csv(&name, &text).with_context(|| shown.clone())?;
+    let figures: usize = report
+        .tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .map(|r| r.cells.iter().flatten().count())
+        .sum();
+    let store = crate::commands::open_store(db)?;
+    let at = now_rfc3339();
+    let description = format!("published figures from {shown} ({PUBLISHED})");
+    let run_id = store.create_run(&NewRun {
+        study_name: &name,
+        study_file: &shown,
+        study_text: &text,
+        description: &description,
+        options: RunOptions {
+            scale: 1.0,
+            quick: false,
+        },
+        started_at: &at,
+        controller_host: "",
+    })?;
+    for c in &report.configurations {
+        store.add_configuration(run_id, c)?;
+    }
+    store.add_event(
+        run_id,
+        &at,
+        EVENT,
+        &format!(
+            "{} table(s), {figures} figure(s) from {shown}: {PUBLISHED}",
+            report.tables.len()
+        ),
+    )?;
+    store.set_run_status(run_id, RunStatus::Completed, &at)?;
+    writeln!(
+        std::io::stdout(),
+        "benchlab: run {run_id}: {} table(s), {figures} figure(s) from {shown}, {PUBLISHED} (configurations: {}); `benchlab show {run_id}` prints them, `benchlab compare` puts them beside measured runs",
+        report.tables.len(),
+        report
+            .configurations
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    Ok(0)
+}
+
+/// Whether a stored run holds imported figures.
+pub(crate) fn is_published_run(store: &Store, run_id: i64) -> Result<bool> {
+    Ok(store.configurations(run_id)?.iter().any(is_published))
+}
+
+/// The report of an imported run: its figures CSV read again, under the
+/// stored run's identity.
+pub(crate) fn published_report(store: &Store, run_id: i64) -> Result<RunReport> {
+    let run = store.run(run_id)?;
+    let mut report = import::figures_csv(&run.study_name, &run.study_text)
+        .with_context(|| format!("run {run_id}: the stored figures of {}", run.study_file))?;
+    report.run = run;
+    report.events = store.events(run_id)?;
+    Ok(report)
+}
