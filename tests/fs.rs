@@ -133,7 +133,9 @@ image_size = "320MiB"
     for want in [
         "Writer report",
         "Re-Fread report",
-        "Average file system I/O performance",
+        "Mean over the patterns (KiB/s)",
+        "geometric mean over the cells of each matrix",
+        "Geometric mean over the patterns (KiB/s)",
         "Geometric mean over the cells of each cell's mean over the patterns",
         "stdio never uses O_DIRECT",
     ] {

@@ -227,6 +227,37 @@ fn compare_across_runs_and_fail_on_regression() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("has no configuration `nope`"));
 }
 
+/// Opens `url` in headless Chromium and returns what the report's check
+/// script found for every chart (id, rendered width and height of its
+/// data marks, number of marks), asserting that none rendered empty.
+fn rendered_charts(bin: &str, profile: &Path, url: &str) -> Vec<serde_json::Value> {
+    let dom = chromium(
+        bin,
+        profile,
+        &["--virtual-time-budget=5000", "--dump-dom", url],
+    );
+    let start = dom
+        .find("<pre id=\"chart-check\">")
+        .expect("chart-check element in the DOM")
+        + "<pre id=\"chart-check\">".len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let check: serde_json::Value = serde_json::from_str(&dom[start..end])
+        .unwrap_or_else(|e| panic!("chart check `{}`: {e}", &dom[start..end]));
+    let check = check.as_array().unwrap().clone();
+    for c in &check {
+        let (w, h, marks) = (
+            c["width"].as_f64().unwrap(),
+            c["height"].as_f64().unwrap(),
+            c["marks"].as_u64().unwrap(),
+        );
+        assert!(
+            w > 10.0 && h > 1.0 && marks > 0,
+            "chart rendered empty: {c}"
+        );
+    }
+    check
+}
+
 fn find_chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
@@ -317,31 +348,8 @@ fn demo_html_report_renders_in_chromium() {
     };
     let url = format!("file://{}", html_path.display());
     let profile = s.path("chromium-profile");
-    let dom = chromium(
-        bin,
-        &profile,
-        &["--virtual-time-budget=5000", "--dump-dom", &url],
-    );
-    let start = dom
-        .find("<pre id=\"chart-check\">")
-        .expect("chart-check element in the DOM")
-        + "<pre id=\"chart-check\">".len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    let check: serde_json::Value = serde_json::from_str(&dom[start..end])
-        .unwrap_or_else(|e| panic!("chart check `{}`: {e}", &dom[start..end]));
-    let check = check.as_array().unwrap();
+    let check = rendered_charts(bin, &profile, &url);
     assert_eq!(check.len(), charts, "every chart reported");
-    for c in check {
-        let (w, h, marks) = (
-            c["width"].as_f64().unwrap(),
-            c["height"].as_f64().unwrap(),
-            c["marks"].as_u64().unwrap(),
-        );
-        assert!(
-            w > 10.0 && h > 1.0 && marks > 0,
-            "chart rendered empty: {c}"
-        );
-    }
     let shot = s.path("demo.png");
     chromium(
         bin,
@@ -473,4 +481,226 @@ fn study_steps_are_in_the_methodology_appendix() {
     let j = s.json("1");
     assert_valid(&j);
     assert_eq!(j["steps"][1]["status"], "applied");
+}
+
+/// `fake.clients` with a peak: exact units that rise, peak and fall, two
+/// configurations peaking at different client counts.
+const CURVE_STUDY: &str = r#"
+[study]
+name = "fake-curve"
+description = "a scaling curve with a peak"
+
+[defaults]
+repetitions = 2
+quiesce_s = 0
+
+[[configuration]]
+name = "base"
+description = "100 units a client, peaks at 4 clients"
+
+[[configuration]]
+name = "fast"
+description = "160 units a client, peaks at 3 clients"
+set = { units = 160, peak = 3 }
+
+[[workload]]
+name = "load"
+kind = "fake.clients"
+clients = [1, 2, 3, 4, 5]
+units = 100
+peak = 4
+"#;
+
+/// The curve view in every renderer: Markdown and JSON snapshots, the
+/// exact peaks, declines and ratio the fake numbers imply, the terminal
+/// sentences, and the HTML line chart with its peaks rendered by Chromium.
+#[test]
+fn curve_report_in_every_renderer() {
+    let s = Scratch::new();
+    let study = s.study("curve.toml", CURVE_STUDY);
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let (md_path, json_path, html_path) = (s.path("c.md"), s.path("c.json"), s.path("c.html"));
+    s.run_ok(&[
+        "report",
+        "1",
+        "--md",
+        md_path.to_str().unwrap(),
+        "--json",
+        json_path.to_str().unwrap(),
+        "--html",
+        html_path.to_str().unwrap(),
+    ]);
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    snapshot("fake_curve.md", &stable_markdown(&md));
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_valid(&j);
+    // Tables and views only: the points also hold the gate's timing.
+    let exact = serde_json::json!({"tables": j["tables"], "views": j["views"]});
+    snapshot(
+        "fake_curve.json",
+        &(serde_json::to_string_pretty(&exact).unwrap() + "\n"),
+    );
+
+    // base: 100 200 300 400 300 → peak 400 at 4, −25 % by 5.
+    // fast: 160 320 480 320 160 → peak 480 at 3, −66.67 % by 5.
+    let views = j["views"].as_array().unwrap();
+    assert_eq!(views.len(), 1, "one curve");
+    let v = &views[0];
+    assert_eq!(v["view"], "curve");
+    assert_eq!(v["x"], serde_json::json!(["1", "2", "3", "4", "5"]));
+    let peak = |i: usize| &v["lines"][i]["peak"];
+    assert_eq!(peak(0)["x"], "4");
+    assert_eq!(peak(0)["value"], 400.0);
+    assert_eq!(peak(0)["decline"]["pct"], 25.0);
+    assert_eq!(peak(1)["x"], "3");
+    assert_eq!(peak(1)["value"], 480.0);
+    let pct = peak(1)["decline"]["pct"].as_f64().unwrap();
+    assert!((pct - 200.0 / 3.0).abs() < 1e-9, "{pct}");
+    assert_eq!(v["ratios"][0]["ratio"], 1.2);
+    let findings = [
+        "base peaks at 4 clients with 400 units, then falls 25.0 % by 5 clients.",
+        "fast peaks at 3 clients with 480 units, then falls 66.7 % by 5 clients.",
+        "At their peaks fast is 1.20× faster than base (480 against 400 units).",
+    ];
+    assert_eq!(v["findings"], serde_json::json!(findings));
+    let show = s.run_ok(&["show", "1"]);
+    for f in findings {
+        assert!(show.contains(f), "`{f}` missing from:\n{show}");
+        assert!(md.contains(f), "`{f}` missing from the Markdown");
+    }
+
+    // Across runs: `compare` draws the chosen configurations' lines.
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let c: serde_json::Value =
+        serde_json::from_str(&s.run_ok(&["compare", "2:fast", "1:base", "--format", "json"]))
+            .unwrap();
+    assert_valid(&c);
+    let cv = &c["views"][0];
+    assert_eq!(cv["lines"][0]["configuration"], "2:fast");
+    assert_eq!(cv["lines"][1]["configuration"], "1:base");
+    assert_eq!(
+        cv["findings"][2],
+        "At their peaks 2:fast is 1.20× faster than 1:base (480 against 400 units)."
+    );
+
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert_eq!(html.matches("<svg class=\"chart curve\"").count(), 1);
+    assert_eq!(html.matches("class=\"peak\"").count(), 2, "a peak per line");
+    for f in findings {
+        assert!(html.contains(f), "`{f}` missing from the HTML");
+    }
+    let Some(bin) = find_chromium() else {
+        return benchlab_testkit::missing("chromium, for the browser check (Debian's chromium)");
+    };
+    let url = format!("file://{}", html_path.display());
+    let check = rendered_charts(bin, &s.path("chromium-profile"), &url);
+    let curve = check
+        .iter()
+        .find(|c| c["id"] == "curve-0")
+        .expect("the curve was rendered");
+    // Two lines, 5 points each, 2 peak rings.
+    assert!(curve["marks"].as_u64().unwrap() >= 12, "{curve}");
+}
+
+/// A small in-cache IOzone matrix in a scratch directory: the HTML report
+/// has a heat map per configuration and metric of the JSON's matrix views,
+/// each cell's figure written in it, and Chromium renders every one.
+#[test]
+fn heat_map_report_renders_in_chromium() {
+    let s = Scratch::new();
+    let dir = s.path("fs-target");
+    std::fs::create_dir_all(&dir).unwrap();
+    let study = s.study(
+        "fs.toml",
+        &format!(
+            r#"
+[study]
+name = "fs-heat"
+[defaults]
+repetitions = 1
+quiesce_s = 0
+[[configuration]]
+name = "a"
+[[configuration]]
+name = "b"
+[[workload]]
+kind = "fs.matrix"
+file_size = ["256KiB", "1MiB"]
+record_size = ["4KiB", "64KiB", "1MiB"]
+cache = "in-cache"
+patterns = "write,read"
+target = "{}"
+"#,
+            dir.display()
+        ),
+    );
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let (json_path, html_path) = (s.path("f.json"), s.path("f.html"));
+    s.run_ok(&[
+        "report",
+        "1",
+        "--json",
+        json_path.to_str().unwrap(),
+        "--html",
+        html_path.to_str().unwrap(),
+    ]);
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_valid(&j);
+    let views = j["views"].as_array().unwrap();
+    assert_eq!(views.len(), 1, "one cache mode: one matrix view");
+    let v = &views[0];
+    assert_eq!(v["rows"], serde_json::json!(["256KiB", "1MiB"]));
+    assert_eq!(v["cols"], serde_json::json!(["4KiB", "64KiB", "1MiB"]));
+    let matrices = v["matrices"].as_array().unwrap();
+    // write, read, their mean and geometric mean, for each configuration.
+    assert_eq!(matrices.len(), 2 * 4, "{matrices:?}");
+    // IOzone -a leaves out records larger than the file: 256KiB × 1MiB.
+    assert!(matrices.iter().all(|m| m["cells"][0][2].is_null()));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert_eq!(
+        html.matches("<svg class=\"chart heat\"").count(),
+        matrices.len()
+    );
+    for bad in ["http://", "https://", "url(", " src=", "@import", "<link"] {
+        assert!(!html.contains(bad), "not self-contained: {bad}");
+    }
+    // Every figure is written in its cell, as the Markdown would show it.
+    let figure = |x: f64| {
+        let s = format!("{:.0}", x);
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        out
+    };
+    for m in matrices {
+        for x in m["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.as_array().unwrap())
+        {
+            if let Some(x) = x.as_f64() {
+                let text = format!(">{}</text>", figure(x));
+                assert!(html.contains(&text), "{text} missing");
+            }
+        }
+    }
+    let Some(bin) = find_chromium() else {
+        return benchlab_testkit::missing("chromium, for the browser check (Debian's chromium)");
+    };
+    let url = format!("file://{}", html_path.display());
+    let check = rendered_charts(bin, &s.path("chromium-profile"), &url);
+    let heat: Vec<_> = check
+        .iter()
+        .filter(|c| c["id"].as_str().unwrap().starts_with("heat-"))
+        .collect();
+    assert_eq!(heat.len(), matrices.len());
+    // 5 planned cells each, plus the steps of the colour scale.
+    assert!(heat.iter().all(|c| c["marks"].as_u64().unwrap() >= 5));
 }

@@ -5,7 +5,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use benchlab_core::units::format_size;
+use benchlab_core::{ParamKind, Registry};
 use benchlab_report::compare::{combine, regressions, Side};
+use benchlab_report::model::PointResult;
 use benchlab_report::RunReport;
 use benchlab_store::Store;
 
@@ -163,6 +166,82 @@ pub(crate) fn compare(
         }
     }
     Ok(0)
+}
+
+/// Notes on how the figures of a view's points were obtained, read from
+/// the measurements the points recorded (a cgroup's memory limit, a
+/// file-size scale, stdio that stays buffered under direct I/O, a loop
+/// device without direct I/O).
+///
+/// These are `fs.matrix`'s observations; the report crate only prints
+/// them. They belong in the workload's own crate, behind a `notes` hook
+/// of the workload interface, once core has one: they are kept here, in
+/// the glue that knows the registered workloads, until then.
+pub(crate) fn measurement_notes(points: &[&PointResult]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let first = |k: &str| {
+        points
+            .iter()
+            .find_map(|p| p.metrics.get(k).and_then(|v| v.first().copied()))
+    };
+    if let Some(v) = first("cgroup_version") {
+        let limit = first("cgroup_limit_bytes").unwrap_or(f64::NAN);
+        let peak = points
+            .iter()
+            .filter_map(|p| p.metrics.get("cgroup_peak_bytes"))
+            .flatten()
+            .fold(0.0f64, |a, &b| a.max(b));
+        notes.push(format!(
+            "out-of-cache form: cgroup-v{v} memory limit {} (highest use seen {}), page cache included",
+            format_size(limit as u64),
+            format_size(peak as u64)
+        ));
+    }
+    if first("big_file").is_some() {
+        notes.push("out-of-cache form: big-file (the file is larger than RAM)".into());
+    }
+    let scaled: Vec<(u64, u64)> = points
+        .iter()
+        .filter_map(|p| {
+            let real = p.metrics.get("file_bytes")?.first().copied()? as u64;
+            let nominal = p.params.get("file_size")?.as_f64()? as u64;
+            (real != nominal).then_some((nominal, real))
+        })
+        .collect();
+    if let (Some(lo), Some(hi)) = (scaled.iter().min(), scaled.iter().max()) {
+        notes.push(format!(
+            "trial run at a size scale: rows keep the nominal file sizes; the files were {} ({} row) … {} ({} row)",
+            format_size(lo.1),
+            format_size(lo.0),
+            format_size(hi.1),
+            format_size(hi.0)
+        ));
+    }
+    if first("stdio_buffered").is_some() {
+        notes.push("fwrite, frewrite, fread and freread are buffered: stdio never uses O_DIRECT (as IOzone -I)".into());
+    }
+    if first("loop_direct_io") == Some(0.0) {
+        notes.push(
+            "the image's loop device has no direct I/O: the host's page cache sits under it".into(),
+        );
+    }
+    notes
+}
+
+/// The parameters of workload `kind` whose values are byte counts, for
+/// the axis labels of its views (`64KiB`). The stored plan does not hold
+/// parameter kinds yet: the registry answers for the kinds it knows, and
+/// an unknown kind's axes show plain numbers.
+pub(crate) fn byte_params(reg: &Registry, kind: &str) -> Vec<String> {
+    reg.get(kind)
+        .map(|wl| {
+            wl.params()
+                .iter()
+                .filter(|p| p.kind == ParamKind::Bytes)
+                .map(|p| p.name.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Where `benchlab report` writes.

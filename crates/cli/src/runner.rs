@@ -1026,6 +1026,11 @@ pub(crate) fn report(
     let run = store.run(run_id)?;
     let plan = stored_plan(store, reg, run_id)?;
     let study = &plan.study;
+    let byte_params = |kind: &str| crate::report_cmd::byte_params(reg, kind);
+    let aid = benchlab_report::views::ViewAid {
+        notes: &crate::report_cmd::measurement_notes,
+        byte_params: &byte_params,
+    };
     let mut r = benchlab_report::build(
         &run,
         &plan,
@@ -1033,6 +1038,7 @@ pub(crate) fn report(
         &store.points(run_id)?,
         &store.samples(run_id)?,
         &store.hosts(run_id)?,
+        &aid,
     );
     r.notes = benchlab_report::model::notes(
         &store.points(run_id)?,

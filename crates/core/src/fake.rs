@@ -214,7 +214,25 @@ const CLIENTS_PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Int(0),
         help: "1-based index of a client whose side fails before arriving (0: none)",
     },
+    ParamSpec {
+        name: "peak",
+        kind: ParamKind::Count,
+        default: ParamDefault::Int(0),
+        help: "clients up to which the units grow (0: no peak); past it only the first 2·peak − clients clients report units, so the total falls back to 0 at twice the peak",
+    },
 ];
+
+/// The units client `index` (0-based) of a point with `total` clients
+/// reports: every client reports `units` up to `peak` clients; past the
+/// peak only the first `2·peak − total` do, so that a clients sweep gives
+/// an exact curve that rises, peaks and falls (a scaling curve's shape).
+pub fn client_units(units: u64, peak: u64, total: u64, index: u64) -> u64 {
+    if peak == 0 || total <= peak || index < (2 * peak).saturating_sub(total) {
+        units
+    } else {
+        0
+    }
+}
 
 const CLIENTS_METRICS: &[MetricSpec] = &[
     MetricSpec::higher("units", "Fake work units (sum over clients)", 0),
@@ -322,10 +340,13 @@ impl Workload for FakeClients {
         r.counters.insert("index_sum".into(), sum);
         r.counters.insert("index_squares".into(), squares);
         r.counters.insert("sides".into(), 1);
-        r.counters.insert(
-            "units".into(),
-            u64::from(share.count) * params.u64("units")?,
-        );
+        // Parameters built by hand before `peak` existed (engine tests)
+        // lack it: no peak, as its default says.
+        let (units, peak) = (params.u64("units")?, params.u64("peak").unwrap_or(0));
+        let mine: u64 = (share.first..share.first + share.count)
+            .map(|i| client_units(units, peak, share.total.into(), i.into()))
+            .sum();
+        r.counters.insert("units".into(), mine);
         r.values.insert("arrived_last_us".into(), arrived);
         r.values.insert("released_first_us".into(), released);
         r.peak_rss_kib = crate::cpu::peak_rss_kib();
@@ -370,5 +391,21 @@ impl Workload for FakeClients {
         );
         sample.client = client;
         Ok(sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_units;
+
+    /// The totals of a sweep with a peak at 4: they rise, peak and fall
+    /// back to 0 at twice the peak; no peak means every client counts.
+    #[test]
+    fn units_rise_peak_and_fall() {
+        let total = |c: u64, peak: u64| (0..c).map(|i| client_units(100, peak, c, i)).sum::<u64>();
+        let sweep: Vec<u64> = (1..=8).map(|c| total(c, 4)).collect();
+        assert_eq!(sweep, [100, 200, 300, 400, 300, 200, 100, 0]);
+        assert_eq!(total(9, 4), 0);
+        assert_eq!(total(64, 0), 6400);
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::import::{is_published, published_label};
 use crate::model::{advantages, average_row, Advantage, Row, RunReport, Table};
+use crate::views::{self, View};
 use benchlab_core::Better;
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow};
@@ -124,6 +125,40 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             ..bt.clone()
         });
     }
+    let views = base
+        .views
+        .iter()
+        .map(|bv| match bv {
+            View::Curve(b) => {
+                let columns: Vec<_> = order
+                    .iter()
+                    .map(|s| views::Column {
+                        label: s.label.clone(),
+                        view: s.report.views.iter().find_map(|v| match v {
+                            View::Curve(c) if views::same_curve(c, b) => Some(c),
+                            _ => None,
+                        }),
+                        configuration: config_of(s),
+                    })
+                    .collect();
+                View::Curve(views::compare_curve(b, &columns))
+            }
+            View::Matrix(b) => {
+                let columns: Vec<_> = order
+                    .iter()
+                    .map(|s| views::Column {
+                        label: s.label.clone(),
+                        view: s.report.views.iter().find_map(|v| match v {
+                            View::Matrix(m) if views::same_matrices(m, b) => Some(m),
+                            _ => None,
+                        }),
+                        configuration: config_of(s),
+                    })
+                    .collect();
+                View::Matrix(views::compare_matrices(b, &columns))
+            }
+        })
+        .collect();
     let mut run = base.run.clone();
     run.study_name = format!(
         "comparison: {}",
@@ -197,6 +232,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .collect(),
         events: Vec::new(),
         latency: Vec::new(),
+        views,
         notes: order
             .iter()
             .flat_map(|s| s.report.notes.iter().cloned())
@@ -227,6 +263,15 @@ fn unjudged_published(
         }
     }
     advs
+}
+
+/// The name of a side's configuration in its own run.
+fn config_of(s: &Side) -> String {
+    s.report
+        .configurations
+        .get(s.config)
+        .map(|c| c.name.clone())
+        .unwrap_or_default()
 }
 
 /// Every cell whose verdict is "worse" with an advantage below

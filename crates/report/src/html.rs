@@ -20,10 +20,11 @@
 use std::fmt::Write;
 
 use benchlab_core::Better;
-use benchlab_stats::{Verdict, BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
+use benchlab_stats::{Verdict, DEFAULT_NOISE_PCT};
 
 use crate::model::{Advantage, RunReport, Table};
-use crate::render::{cell_text, group_thousands, selection_text, title_of};
+use crate::render::{cell_text, group_thousands, title_of};
+use crate::views::{self, CurveView, Matrix, MatrixView, View};
 
 /// Series colours (Okabe–Ito, distinguishable with the common forms of
 /// colour blindness: M. Okabe and K. Ito, "Color Universal Design", 2008).
@@ -45,6 +46,8 @@ svg.chart{display:block;margin:.5em 0}
 svg text{font-size:11px;fill:#333}
 ul.findings li{margin:.2em 0}
 #chart-check{display:none}
+figure.heat{display:inline-block;vertical-align:top;margin:0 1.5em 1em 0}
+figure.heat figcaption{font-weight:bold;font-size:.9em}
 ";
 
 /// Script run by the browser after layout: the bounding box of each
@@ -116,18 +119,42 @@ pub fn render_html(report: &RunReport) -> String {
     if let Some(note) = crate::import::published_note(report) {
         let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&note));
     }
-    let mut workload = "";
-    for (i, t) in report.tables.iter().enumerate() {
-        if t.workload != workload {
-            workload = &t.workload;
-            let _ = writeln!(
-                o,
-                "<h3>{} <span class=\"small\">({})</span></h3>",
-                esc(&t.workload),
-                esc(&t.kind)
-            );
+    // Per workload (in order of appearance): its tables, then its views.
+    let mut workloads: Vec<(&str, &str)> = Vec::new();
+    for (w, k) in report
+        .tables
+        .iter()
+        .map(|t| (t.workload.as_str(), t.kind.as_str()))
+        .chain(report.views.iter().map(|v| match v {
+            View::Matrix(m) => (m.workload.as_str(), m.kind.as_str()),
+            View::Curve(c) => (c.workload.as_str(), c.kind.as_str()),
+        }))
+    {
+        if !workloads.iter().any(|x| x.0 == w) {
+            workloads.push((w, k));
         }
-        table_section(t, i, &mut o);
+    }
+    for (w, k) in workloads {
+        let _ = writeln!(
+            o,
+            "<h3>{} <span class=\"small\">({})</span></h3>",
+            esc(w),
+            esc(k)
+        );
+        for (i, t) in report.tables.iter().enumerate() {
+            if t.workload == w {
+                table_section(t, i, &mut o);
+            }
+        }
+        for (i, v) in report.views.iter().enumerate() {
+            if v.workload() != w {
+                continue;
+            }
+            match v {
+                View::Matrix(m) => matrix_section(m, i, &mut o),
+                View::Curve(c) => curve_section(c, i, &mut o),
+            }
+        }
     }
 
     latency_section(report, &mut o);
@@ -144,22 +171,12 @@ pub fn render_html(report: &RunReport) -> String {
     o
 }
 
+/// The report's legend, and what only the HTML shows: colours and the
+/// interval column.
 fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {} with the half-width of its confidence interval (±) and the number of repetitions n. \
-         Advantage over {}: (A−B)/B when higher is better, (B−A)/B when lower is better, with the 95% \
-         confidence interval of the ratio of means (Fieller). Green: better, red: worse — only when the whole \
-         interval lies beyond ±{DEFAULT_NOISE_PCT}% and a Mann-Whitney test that could decide agrees \
-         (p ≤ {SIGNIFICANCE}); ≈ no difference: the whole interval lies within ±{DEFAULT_NOISE_PCT}%; \
-         ~ inconclusive: the interval straddles the band (or is unbounded, or the rank test disagrees) — \
-         not evidence of no difference; n≈N: about N repetitions per side would likely decide; \
-         † called from the interval alone, too few repetitions for any rank test; ? too few repetitions to tell.",
-        selection_text(report.selection),
-        report
-            .configurations
-            .first()
-            .map(|c| c.name.as_str())
-            .unwrap_or("the first configuration")
+        "{} Green: better, red: worse (a verdict, not just a sign). The \"95% CI\" column: Fieller's interval of the ratio of means; n: the repetitions behind a figure.",
+        crate::text::legend(report).trim_end()
     )
 }
 
@@ -245,6 +262,19 @@ fn findings(report: &RunReport, o: &mut String) {
                 } else {
                     String::new()
                 }
+            );
+        }
+    }
+    // The scaling curves' peaks and how the configurations compare there.
+    for v in &report.views {
+        let View::Curve(c) = v else { continue };
+        for f in &c.findings {
+            any = true;
+            let _ = writeln!(
+                o,
+                "<li>{} — {}</li>",
+                esc(&views::caption(&c.workload, &c.fixed)),
+                esc(f)
             );
         }
     }
@@ -565,6 +595,378 @@ fn chart(t: &Table, index: usize, o: &mut String) {
             left + pw + 30.0,
             ly,
             esc(name)
+        );
+    }
+    o.push_str("</svg>\n");
+}
+
+/// Stops of the heat maps' colour scale: viridis (S. van der Walt and
+/// N. Smith, matplotlib, 2015), perceptually uniform, readable in grey and
+/// with the common forms of colour blindness.
+const VIRIDIS: [(u8, u8, u8); 5] = [
+    (0x44, 0x01, 0x54),
+    (0x3b, 0x52, 0x8b),
+    (0x21, 0x91, 0x8c),
+    (0x5e, 0xc9, 0x62),
+    (0xfd, 0xe7, 0x25),
+];
+
+/// The colour at `t` ∈ [0, 1] of the scale, linearly between its stops.
+fn viridis(t: f64) -> String {
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let pos = t * (VIRIDIS.len() - 1) as f64;
+    let i = (pos.floor() as usize).min(VIRIDIS.len() - 2);
+    let f = pos - i as f64;
+    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
+    let mix = |x: u8, y: u8| (f64::from(x) + (f64::from(y) - f64::from(x)) * f).round() as u8;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(a.0, b.0),
+        mix(a.1, b.1),
+        mix(a.2, b.2)
+    )
+}
+
+/// A matrix view: notes, one heat map per configuration and metric, the
+/// summary table.
+fn matrix_section(v: &MatrixView, index: usize, o: &mut String) {
+    let caption = views::caption(&v.workload, &v.fixed);
+    let _ = writeln!(
+        o,
+        "<h4>{}: {} × {} matrices</h4>",
+        esc(&caption),
+        esc(&v.row_param),
+        esc(&v.col_param)
+    );
+    let _ = writeln!(
+        o,
+        "<p class=\"legend\">Rows = {}, columns = {}; each heat map has its own colour scale, from its worst cell (dark) to its best (yellow), logarithmic when its figures span a factor of ten or more.</p>",
+        esc(&v.row_param),
+        esc(&v.col_param)
+    );
+    if !v.notes.is_empty() {
+        o.push_str("<ul class=\"small\">");
+        for n in &v.notes {
+            let _ = write!(o, "<li>{}</li>", esc(n));
+        }
+        o.push_str("</ul>\n");
+    }
+    for (k, m) in v.matrices.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<figure class=\"heat\"><figcaption>{} · {}</figcaption>",
+            esc(&m.configuration),
+            esc(&m.title)
+        );
+        heat_map(v, m, &format!("heat-{index}-{k}"), o);
+        o.push_str("</figure>\n");
+    }
+    let rows = views::summary_rows(v);
+    let _ = writeln!(
+        o,
+        "<h5>{}: {} over the cells of each matrix</h5>",
+        esc(&caption),
+        v.summary_text()
+    );
+    text_table(&rows, o);
+}
+
+/// Rows of text (the first is the header) as an HTML table.
+fn text_table(rows: &[Vec<String>], o: &mut String) {
+    o.push_str("<table>");
+    for (i, r) in rows.iter().enumerate() {
+        let tag = if i == 0 { "th" } else { "td" };
+        o.push_str("<tr>");
+        for (j, c) in r.iter().enumerate() {
+            let class = if j == 0 { " class=\"l\"" } else { "" };
+            let _ = write!(o, "<{tag}{class}>{}</{tag}>", esc(c));
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</table>\n");
+}
+
+/// One matrix as an SVG heat map: a cell per (row, column) coloured on
+/// the matrix's own scale, its figure written in it.
+fn heat_map(v: &MatrixView, m: &Matrix, id: &str, o: &mut String) {
+    let figures: Vec<f64> = m.cells.iter().flatten().flatten().copied().collect();
+    let lo = figures.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return;
+    }
+    let log = lo > 0.0 && hi / lo >= 10.0;
+    let tf = |x: f64| if log { x.ln() } else { x };
+    let t = |x: f64| {
+        let t = if hi > lo {
+            (tf(x) - tf(lo)) / (tf(hi) - tf(lo))
+        } else {
+            1.0
+        };
+        match m.better {
+            Better::Higher => t,
+            Better::Lower => 1.0 - t,
+        }
+    };
+    let text = |x: f64| group_thousands(x, m.decimals);
+    let widest = figures
+        .iter()
+        .map(|x| text(*x).len())
+        .chain(v.cols.iter().map(|c| c.len()))
+        .max()
+        .unwrap_or(4);
+    let cw = (widest as f64 * 7.5 + 14.0).max(48.0);
+    let ch = 22.0;
+    let left = v.rows.iter().map(|r| r.len()).max().unwrap_or(4) as f64 * 7.5 + 16.0;
+    let top = 24.0;
+    let legend_h = 40.0;
+    let w = left + cw * v.cols.len() as f64 + 10.0;
+    let h = top + ch * v.rows.len() as f64 + legend_h;
+    let _ = writeln!(
+        o,
+        "<svg class=\"chart heat\" id=\"{}\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.0} {h:.0}\" role=\"img\" aria-label=\"{} · {}\">",
+        esc(id),
+        esc(&m.configuration),
+        esc(&m.title)
+    );
+    for (j, c) in v.cols.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            left + cw * (j as f64 + 0.5),
+            top - 8.0,
+            esc(c)
+        );
+    }
+    for (i, r) in v.rows.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 6.0,
+            top + ch * (i as f64 + 0.5) + 4.0,
+            esc(r)
+        );
+    }
+    o.push_str("<g class=\"data\">\n");
+    for (i, (r, cells)) in v.rows.iter().zip(&m.cells).enumerate() {
+        for (j, (c, cell)) in v.cols.iter().zip(cells).enumerate() {
+            let Some(x) = cell else { continue };
+            let tt = t(*x);
+            let (cx, cy) = (left + cw * j as f64, top + ch * i as f64);
+            let _ = writeln!(
+                o,
+                "<rect x=\"{cx:.1}\" y=\"{cy:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} {r}, {} {c}: {}</title></rect><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:{}\">{}</text>",
+                cw - 1.0,
+                ch - 1.0,
+                viridis(tt),
+                esc(&v.row_param),
+                esc(&v.col_param),
+                esc(&text(*x)),
+                cx + cw / 2.0,
+                cy + ch / 2.0 + 4.0,
+                if tt < 0.6 { "#fff" } else { "#000" },
+                esc(&text(*x))
+            );
+        }
+    }
+    o.push_str("</g>\n");
+    // The scale: a gradient from the worst figure to the best.
+    let ly = top + ch * v.rows.len() as f64 + 10.0;
+    let lw = (cw * v.cols.len() as f64).min(240.0);
+    let (worst, best) = match m.better {
+        Better::Higher => (lo, hi),
+        Better::Lower => (hi, lo),
+    };
+    // Drawn as steps rather than a gradient: a gradient is referenced
+    // through `url(#…)`, which the self-containment check rejects.
+    const STEPS: usize = 24;
+    for k in 0..STEPS {
+        let _ = write!(
+            o,
+            "<rect x=\"{:.1}\" y=\"{ly:.1}\" width=\"{:.1}\" height=\"8\" fill=\"{}\"/>",
+            left + lw * k as f64 / STEPS as f64,
+            lw / STEPS as f64 + 0.5,
+            viridis(k as f64 / (STEPS - 1) as f64)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{left:.1}\" y=\"{:.1}\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}{}</text>",
+        ly + 22.0,
+        esc(&text(worst)),
+        left + lw,
+        ly + 22.0,
+        esc(&text(best)),
+        if log { " (log scale)" } else { "" }
+    );
+    o.push_str("</svg>\n");
+}
+
+/// A curve: the line chart with each peak marked, the sentences about
+/// the peaks, and the figures as a table.
+fn curve_section(v: &CurveView, index: usize, o: &mut String) {
+    let caption = views::caption(&v.workload, &v.fixed);
+    let title = format!("{caption}: {} against {}", v.title, v.x_param);
+    let _ = writeln!(o, "<h4>{}</h4>", esc(&title));
+    curve_chart(v, &format!("curve-{index}"), &title, o);
+    if !v.findings.is_empty() {
+        o.push_str("<ul class=\"findings\">");
+        for f in &v.findings {
+            let _ = write!(o, "<li>{}</li>", esc(f));
+        }
+        o.push_str("</ul>\n");
+    }
+    text_table(&views::curve_rows(v), o);
+    for n in &v.notes {
+        let _ = writeln!(o, "<p class=\"small\">{}</p>", esc(n));
+    }
+}
+
+/// The SVG of a curve: x values evenly spaced (a clients sweep doubles),
+/// y from zero, one line per configuration with its confidence intervals,
+/// and a ring with the figure at each line's peak.
+fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
+    let (w, h) = (720.0, 300.0);
+    let (left, right, top, bottom) = (70.0, 150.0, 24.0, 45.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for p in v.lines.iter().flat_map(|l| l.points.iter().flatten()) {
+        lo = lo.min(p.value);
+        hi = hi.max(p.value);
+        if let Some(ci) = &p.ci {
+            lo = lo.min(ci.lo);
+            hi = hi.max(ci.hi);
+        }
+    }
+    if !lo.is_finite() || v.x.is_empty() {
+        return;
+    }
+    let (y0, y1, yt) = ticks(lo.min(0.0), hi);
+    let y = |val: f64| top + ph - (val - y0) / (y1 - y0) * ph;
+    let n = v.x.len();
+    let x = |i: usize| left + pw * (i as f64 + 0.5) / n as f64;
+    let _ = writeln!(
+        o,
+        "<svg class=\"chart curve\" id=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{}\">",
+        esc(id),
+        esc(label)
+    );
+    for t in &yt {
+        let yy = y(*t);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left + pw,
+            left - 6.0,
+            yy + 4.0,
+            esc(&fmt_tick(*t))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph
+    );
+    for (i, l) in v.x.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            x(i),
+            top + ph + 16.0,
+            esc(l)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text><text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
+        left + pw / 2.0,
+        h - 6.0,
+        esc(&v.x_param),
+        top + ph / 2.0,
+        top + ph / 2.0,
+        esc(&v.title)
+    );
+    o.push_str("<g class=\"data\">\n");
+    for (c, line) in v.lines.iter().enumerate() {
+        let colour = COLOURS[c % COLOURS.len()];
+        let pts: Vec<(usize, &views::CurvePoint)> = line
+            .points
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+            .collect();
+        if pts.len() > 1 {
+            let d: String = pts
+                .iter()
+                .enumerate()
+                .map(|(k, (i, p))| {
+                    format!(
+                        "{}{:.1} {:.1}",
+                        if k == 0 { "M" } else { "L" },
+                        x(*i),
+                        y(p.value)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                "<path d=\"{d}\" stroke=\"{colour}\" stroke-width=\"2\" fill=\"none\"/>"
+            );
+        }
+        for (i, p) in &pts {
+            if let Some(ci) = &p.ci {
+                let _ = writeln!(
+                    o,
+                    "<path d=\"M{:.1} {:.1}V{:.1}\" stroke=\"{colour}\" fill=\"none\"/>",
+                    x(*i),
+                    y(ci.lo),
+                    y(ci.hi)
+                );
+            }
+            let _ = writeln!(
+                o,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"><title>{} at {}: {} (n = {})</title></circle>",
+                x(*i),
+                y(p.value),
+                esc(&line.configuration),
+                esc(&views::x_words(&v.x_param, &v.x[*i])),
+                esc(&group_thousands(p.value, v.decimals)),
+                p.n
+            );
+        }
+        if let Some(peak) = &line.peak {
+            let (px, py) = (x(peak.index), y(peak.value));
+            let _ = writeln!(
+                o,
+                "<circle class=\"peak\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"8\" stroke=\"{colour}\" stroke-width=\"2\" fill=\"none\"><title>{} peaks at {}: {}</title></circle><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:{colour}\">{}</text>",
+                esc(&line.configuration),
+                esc(&views::x_words(&v.x_param, &peak.x)),
+                esc(&group_thousands(peak.value, v.decimals)),
+                (py - 12.0).max(10.0),
+                esc(&group_thousands(peak.value, v.decimals))
+            );
+        }
+    }
+    o.push_str("</g>\n");
+    for (c, line) in v.lines.iter().enumerate() {
+        let ly = top + 10.0 + 18.0 * c as f64;
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
+            left + pw + 12.0,
+            ly - 10.0,
+            COLOURS[c % COLOURS.len()],
+            left + pw + 30.0,
+            ly,
+            esc(&line.configuration)
         );
     }
     o.push_str("</svg>\n");
@@ -976,56 +1378,14 @@ fn notes_section(report: &RunReport, o: &mut String) {
 fn appendix_b(report: &RunReport, o: &mut String) {
     let r = &report.run;
     o.push_str("<h2>Appendix B — methodology</h2>\n<table>\n");
-    let mut row = |k: &str, v: &str| {
+    for (k, v) in crate::text::methodology(report) {
         let _ = writeln!(
             o,
             "<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>",
-            esc(k),
-            esc(v)
+            esc(&k),
+            esc(&v)
         );
-    };
-    row("benchlab version", &r.benchlab_version);
-    row("Study file", &r.study_file);
-    row("Controller host", &r.controller_host);
-    row("Started", &r.started_at);
-    row("Ended", r.ended_at.as_deref().unwrap_or("(not finished)"));
-    if let Some(d) = duration_s(&r.started_at, r.ended_at.as_deref()) {
-        row("Duration", &format!("{d:.0} s"));
     }
-    row(
-        "Run options",
-        &format!(
-            "time scale {}{}",
-            r.options.scale,
-            if r.options.quick {
-                ", quick trial (one repetition)"
-            } else {
-                ""
-            }
-        ),
-    );
-    row("Repetitions", &report.repetition_rule);
-    row("Quoted figure", selection_text(report.selection));
-    row(
-        "Intervals of figures",
-        "median: distribution-free order-statistic interval (Le Boudec 2010, Thm 2.1), its exact coverage stated when below 95%; mean: Student t",
-    );
-    row(
-        "Advantage",
-        "(A−B)/B for higher-is-better metrics, (B−A)/B for lower-is-better, as the seeds compute it; aggregate rows from the aggregates",
-    );
-    row(
-        "Interval of an advantage",
-        &format!(
-            "Fieller's 95% interval for the ratio of means with Welch degrees of freedom (Fieller 1954; Tamhane & Logan 2004); for medians, a percentile bootstrap with {BOOTSTRAP_RESAMPLES} resamples seeded from the data (Efron & Tibshirani 1993, ch. 13), in the JSON output"
-        ),
-    );
-    row(
-        "Verdict",
-        &format!(
-            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; when no rank test can reach that p with so few repetitions the verdict is marked †; no difference only when the whole interval lies within ±{DEFAULT_NOISE_PCT}%; inconclusive when it straddles the band, with an estimate of the repetitions per side that would likely decide (the interval recomputed at larger n with the observed means and spreads)"
-        ),
-    );
     o.push_str("</table>\n");
     if !report.events.is_empty() {
         o.push_str("<h3>Run events</h3><table><tr><th class=\"l\">time</th><th class=\"l\">event</th><th class=\"l\">detail</th></tr>\n");
@@ -1067,37 +1427,6 @@ fn steps_html(report: &RunReport, o: &mut String) {
     o.push_str("</table>\n");
 }
 
-/// Seconds between two RFC 3339 times of the form the runner writes
-/// (`YYYY-MM-DDTHH:MM:SS[.frac]Z`), when both parse.
-fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
-    fn secs(t: &str) -> Option<f64> {
-        let t = t.strip_suffix('Z')?;
-        let (date, time) = t.split_once('T')?;
-        let d: Vec<i64> = date
-            .split('-')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        let hms: Vec<f64> = time
-            .split(':')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        if d.len() != 3 || hms.len() != 3 {
-            return None;
-        }
-        // Days from the civil date (H. Hinnant, "chrono-Compatible Low-Level
-        // Date Algorithms", days_from_civil).
-        let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
-        Some(days as f64 * 86_400.0 + hms[0] * 3600.0 + hms[1] * 60.0 + hms[2])
-    }
-    let d = secs(end?)? - secs(start)?;
-    (d >= 0.0).then_some(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1108,20 +1437,6 @@ mod tests {
             esc("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            duration_s("2026-11-21T10:00:00Z", Some("2026-11-21T10:02:30.5Z")),
-            Some(150.5)
-        );
-        // Across a month end and a leap day.
-        assert_eq!(
-            duration_s("2024-02-28T23:00:00Z", Some("2024-03-01T01:00:00Z")),
-            Some(26.0 * 3600.0)
-        );
-        assert_eq!(duration_s("garbage", Some("2024-03-01T01:00:00Z")), None);
     }
 
     /// Settings changed by a configuration appear, before → after, in the

@@ -6,9 +6,10 @@
 pub mod compare;
 pub mod html;
 pub mod import;
-pub mod matrix;
 pub mod model;
 pub mod render;
+pub mod text;
+pub mod views;
 
 pub use model::{build, RunReport};
 pub use render::{render, Format};

@@ -9,6 +9,8 @@ use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::views::{self, View, ViewAid, WorkloadPlan};
+
 /// The noise band within which a difference is not called real, in %.
 pub const NOISE_PCT: f64 = stats::DEFAULT_NOISE_PCT;
 
@@ -298,6 +300,10 @@ pub struct RunReport {
     /// workloads that record histograms), for the HTML charts.
     #[serde(default)]
     pub latency: Vec<LatencyView>,
+    /// The matrix and curve views the workloads declare (their table
+    /// views are [`RunReport::tables`]).
+    #[serde(default)]
+    pub views: Vec<View>,
     /// The workloads' remarks on their results (a clipped socket buffer
     /// …), each with the points it concerns.
     #[serde(default)]
@@ -306,6 +312,39 @@ pub struct RunReport {
     /// (`[[study.step]]`), for the methodology appendix.
     #[serde(default)]
     pub steps: Vec<benchlab_core::study::Step>,
+}
+
+/// Each workload's view plan from the run's stored plan: the views and
+/// metrics its workload declared, and which of its parameters are byte
+/// counts (`aid.byte_params`, by kind).
+pub fn plans(plan: &ResolvedPlan, aid: &ViewAid) -> Vec<WorkloadPlan> {
+    plan.study
+        .workloads
+        .iter()
+        .zip(&plan.workloads)
+        .map(|(entry, shape)| {
+            let mut metrics = shape.metrics.clone();
+            for t in &shape.tables {
+                for m in &t.metrics {
+                    if !metrics.iter().any(|x| x.name == m.name) {
+                        metrics.push(m.clone());
+                    }
+                }
+            }
+            WorkloadPlan {
+                workload: entry.name.clone(),
+                kind: entry.kind.clone(),
+                views: shape.views.clone(),
+                metrics,
+                byte_params: (aid.byte_params)(&entry.kind),
+                table_metrics: shape
+                    .tables
+                    .iter()
+                    .flat_map(|t| t.metrics.iter().map(|m| m.name.clone()))
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// A workload's remark on its results ([`benchlab_core::Workload::notes`]),
@@ -410,7 +449,7 @@ pub fn repetition_rule(study: &Study) -> String {
 /// The quoted figure of a cell and its interval. `stddevs`, aligned with
 /// `values`, are each repetition's standard deviation, for
 /// [`Selection::MedianStddevRun`].
-fn quoted(
+pub(crate) fn quoted(
     values: &[f64],
     stddevs: Option<&[f64]>,
     selection: Selection,
@@ -463,7 +502,9 @@ fn sort_key(v: Option<&Value>) -> (f64, String) {
 }
 
 /// Builds the report of a run from its stored resolved plan (the typed
-/// study and what its workloads declared when it was made).
+/// study and what its workloads declared when it was made); `aid` helps
+/// the views with what the plan does not hold (notes on how figures were
+/// obtained, which parameters are byte counts).
 pub fn build(
     run: &RunRow,
     plan: &ResolvedPlan,
@@ -471,8 +512,10 @@ pub fn build(
     points: &[PointRow],
     samples: &[SampleRow],
     hosts: &[HostRow],
+    aid: &ViewAid,
 ) -> RunReport {
     let study = &plan.study;
+    let plans = plans(plan, aid);
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
     for s in samples {
@@ -527,6 +570,9 @@ pub fn build(
         let Some(wl) = plan.workloads.get(w) else {
             continue;
         };
+        if !plans.get(w).is_none_or(WorkloadPlan::has_table) {
+            continue;
+        }
         let wpoints: Vec<_> = results.iter().filter(|r| r.0.workload_idx == w).collect();
         if wpoints.is_empty() {
             continue;
@@ -645,7 +691,7 @@ pub fn build(
         }
     }
 
-    let points = results
+    let points: Vec<PointResult> = results
         .into_iter()
         .map(|(p, _, metrics, summaries)| PointResult {
             configuration: config_name(p.config_idx),
@@ -657,6 +703,8 @@ pub fn build(
             summaries,
         })
         .collect();
+    let names: Vec<String> = configurations.iter().map(|c| c.name.clone()).collect();
+    let views = views::build(&plans, &points, &names, selection, aid.notes);
     let mut report = RunReport {
         run: run.clone(),
         configurations: configurations.to_vec(),
@@ -669,6 +717,7 @@ pub fn build(
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        views,
         // Filled by the caller, which has the workloads' code (notes are
         // derived from stored metrics when the report is made).
         notes: Vec::new(),
@@ -676,7 +725,7 @@ pub fn build(
     };
     // Summaries derived from several points (seed 001's Figure 1) become
     // ordinary tables, so every renderer shows them.
-    let summaries = crate::matrix::summary_tables(&report);
+    let summaries = views::summary_tables(&plans, &report.points, &names, selection);
     report.tables.extend(summaries);
     report
 }

@@ -6,6 +6,7 @@ use benchlab_core::study::Selection;
 use benchlab_stats::Verdict;
 
 use crate::model::{Advantage, Cell, Row, RunReport, Table, NOISE_PCT};
+use crate::views::{self, CurveView, MatrixView, View};
 
 /// Output formats of `benchlab show`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,13 +221,7 @@ fn confidence_note(t: &Table) -> Option<String> {
     })
 }
 
-fn legend(report: &RunReport) -> String {
-    format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
-        selection_text(report.selection),
-        report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
-    )
-}
+use crate::text::legend;
 
 /// Writes rows (the first is the header) as a Markdown table, every
 /// column right-aligned.
@@ -309,7 +304,7 @@ fn terminal(report: &RunReport) -> String {
             let _ = writeln!(out, "  {note}");
         }
     }
-    out.push_str(&crate::matrix::render(report, false));
+    views_text(report, false, &mut out);
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
@@ -318,6 +313,86 @@ fn terminal(report: &RunReport) -> String {
     failures(report, &mut out);
     notes_text(report, &mut out, false);
     out
+}
+
+/// The matrix and curve views as text tables (Markdown with `md`).
+fn views_text(report: &RunReport, md: bool, out: &mut String) {
+    for v in &report.views {
+        match v {
+            View::Matrix(m) => matrix_text(m, md, out),
+            View::Curve(c) => curve_text(c, md, out),
+        }
+    }
+}
+
+fn view_notes_text(notes: &[String], md: bool, out: &mut String) {
+    for n in notes {
+        let _ = writeln!(out, "{}{n}", if md { "- " } else { "  " });
+    }
+    if md && !notes.is_empty() {
+        out.push('\n');
+    }
+}
+
+fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
+    let caption = views::caption(&v.workload, &v.fixed);
+    let what = format!(
+        "{} × {} matrices (rows = {}, columns = {})",
+        v.row_param, v.col_param, v.row_param, v.col_param
+    );
+    if md {
+        let _ = writeln!(out, "## {caption}: {what}\n");
+    } else {
+        let _ = writeln!(out, "\n{caption} · {what}");
+    }
+    view_notes_text(&v.notes, md, out);
+    for m in &v.matrices {
+        let title = format!("{} · {}", m.configuration, m.title);
+        let rows = views::matrix_rows(v, m);
+        if md {
+            let _ = writeln!(out, "#### {title}\n");
+            write_md_table(out, &rows);
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "  {title}");
+            write_aligned(out, &rows, "    ", false);
+        }
+    }
+    let rows = views::summary_rows(v);
+    let what = format!("{} over the cells of each matrix", v.summary_text());
+    if md {
+        let _ = writeln!(out, "## {caption}: {what}\n");
+        write_md_table(out, &rows);
+        out.push('\n');
+    } else {
+        let _ = writeln!(
+            out,
+            "\n{caption} · {what} (- = a matrix with a cell without a figure)"
+        );
+        write_aligned(out, &rows, "  ", false);
+    }
+}
+
+fn curve_text(v: &CurveView, md: bool, out: &mut String) {
+    let caption = views::caption(&v.workload, &v.fixed);
+    let rows = views::curve_rows(v);
+    if md {
+        let _ = writeln!(out, "## {caption}: {} against {}\n", v.title, v.x_param);
+        write_md_table(out, &rows);
+        out.push('\n');
+        for f in &v.findings {
+            let _ = writeln!(out, "- {f}");
+        }
+        out.push('\n');
+        view_notes_text(&v.notes, md, out);
+    } else {
+        let _ = writeln!(out, "\n{caption} · {} against {}", v.title, v.x_param);
+        write_aligned(out, &rows, "  ", true);
+        for f in &v.findings {
+            let _ = writeln!(out, "  {f}");
+        }
+        view_notes_text(&v.notes, md, out);
+    }
 }
 
 /// The workloads' notes: each remark once, with the points it concerns.
@@ -413,7 +488,7 @@ fn markdown(report: &RunReport) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&crate::matrix::render(report, true));
+    views_text(report, true, &mut out);
     out.push_str(&legend(report));
     published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
@@ -455,21 +530,9 @@ fn settings_md(report: &RunReport, out: &mut String) {
 fn methodology_md(report: &RunReport, out: &mut String) {
     let r = &report.run;
     let _ = writeln!(out, "\n## Appendix B — methodology\n");
-    let _ = writeln!(
-        out,
-        "- benchlab {}; run {} started {}, ended {}.",
-        r.benchlab_version,
-        r.id,
-        r.started_at,
-        r.ended_at.as_deref().unwrap_or("(not finished)")
-    );
-    let _ = writeln!(out, "- Repetitions: {}.", report.repetition_rule);
-    let _ = writeln!(
-        out,
-        "- Quoted figure: {}.",
-        selection_text(report.selection)
-    );
-    let _ = writeln!(out, "- Advantage intervals: Fieller's 95% interval for the ratio of means (Welch degrees of freedom); verdicts need the whole interval beyond ±{NOISE_PCT}% and no contradiction from a two-sided Mann-Whitney U test at p ≤ 0.05; \"no difference\" needs the whole interval within ±{NOISE_PCT}%; an interval that straddles the band is inconclusive, with the repetitions per side that would likely decide (see docs/methods.md).");
+    for (k, v) in crate::text::methodology(report) {
+        let _ = writeln!(out, "- **{k}**: {v}");
+    }
     steps_md(report, out);
     if !r.study_text.is_empty() {
         let _ = writeln!(
@@ -614,5 +677,59 @@ mod tests {
         assert_eq!(group_thousands(-1234.5, 1), "-1,234.5");
         assert_eq!(group_thousands(-0.001, 2), "0.00");
         assert_eq!(group_thousands(1_000_000.0, 0), "1,000,000");
+    }
+
+    /// A matrix view in the terminal and in Markdown, exactly: sizes as
+    /// labels, an unplanned cell as "-", notes under the heading, and the
+    /// summary table (the geometric mean of 4, 16 and 8 is 8).
+    #[test]
+    fn matrix_view_text() {
+        use benchlab_core::{MatrixSummary, Value, ViewSpec};
+        let point = |f: i64, r: i64, v: f64| crate::model::PointResult {
+            configuration: "a".into(),
+            workload: "io".into(),
+            kind: "k".into(),
+            label: String::new(),
+            params: [("file", f), ("rec", r)]
+                .iter()
+                .map(|(k, x)| (k.to_string(), Value::Int(*x)))
+                .collect(),
+            metrics: [("rate".to_string(), vec![v])].into_iter().collect(),
+            summaries: Default::default(),
+        };
+        let points = vec![
+            point(1024, 1024, 4.0),
+            point(2048, 1024, 16.0),
+            point(2048, 2048, 8.0),
+        ];
+        let plan = crate::views::WorkloadPlan {
+            workload: "io".into(),
+            kind: "k".into(),
+            views: vec![ViewSpec::Matrix {
+                row_param: "file".into(),
+                col_param: "rec".into(),
+                metrics: vec!["rate".into()],
+                summary: MatrixSummary::GeoMean,
+            }],
+            metrics: Vec::new(),
+            byte_params: vec!["file".into(), "rec".into()],
+            table_metrics: Vec::new(),
+        };
+        let notes = |_: &[&crate::model::PointResult]| vec!["a note".to_string()];
+        let text = format!("{}\nt,higher,,size,1,2,1,a,10\n", crate::import::HEADER);
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        r.views = crate::views::build(&[plan], &points, &["a".into()], Selection::Median, &notes);
+        let mut term = String::new();
+        views_text(&r, false, &mut term);
+        assert_eq!(
+            term,
+            "\nio · file × rec matrices (rows = file, columns = rec)\n  a note\n  a · rate\n    file \\ rec  1KiB  2KiB\n          1KiB     4     -\n          2KiB    16     8\n\nio · geometric mean over the cells of each matrix (- = a matrix with a cell without a figure)\n        a\n  rate  8\n"
+        );
+        let mut md = String::new();
+        views_text(&r, true, &mut md);
+        assert_eq!(
+            md,
+            "## io: file × rec matrices (rows = file, columns = rec)\n\n- a note\n\n#### a · rate\n\n| file \\ rec | 1KiB | 2KiB |\n|---:|---:|---:|\n| 1KiB | 4 | - |\n| 2KiB | 16 | 8 |\n\n## io: geometric mean over the cells of each matrix\n\n|  | a |\n|---:|---:|\n| rate | 8 |\n\n"
+        );
     }
 }

@@ -6,7 +6,18 @@
 
 use std::collections::HashMap;
 
-use benchlab_report::{import, matrix, render, Format, RunReport};
+use benchlab_core::MatrixSummary;
+use benchlab_report::{import, render, views, Format, RunReport};
+
+/// The summary table's caption (seed 001's formula).
+fn summary_title() -> String {
+    views::summary_title(MatrixSummary::GeoMean, "Mean over the patterns (KiB/s)")
+}
+
+/// A cell's headline: the geometric mean over the cells.
+fn headline(cells: &[f64]) -> Option<f64> {
+    views::summarise(MatrixSummary::GeoMean, cells)
+}
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -220,10 +231,37 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),
     };
-    report.tables = matrix::summary_tables(&report);
+    // fs.matrix's declaration: the matrix view of the per-cell means,
+    // which are also its table metric.
+    let plan = views::WorkloadPlan {
+        workload: "iozone".into(),
+        kind: "fs.matrix".into(),
+        views: vec![benchlab_core::ViewSpec::Matrix {
+            row_param: "file_size".into(),
+            col_param: "record_size".into(),
+            metrics: vec!["mean_kib_s".into()],
+            summary: MatrixSummary::GeoMean,
+        }],
+        metrics: vec![benchlab_core::resolved::MetricInfo {
+            name: "mean_kib_s".into(),
+            label: "Mean over the patterns (KiB/s)".into(),
+            better: benchlab_core::Better::Higher,
+            decimals: 0,
+            combine: benchlab_core::Combine::Sum,
+        }],
+        byte_params: vec!["file_size".into(), "record_size".into()],
+        table_metrics: vec!["mean_kib_s".into()],
+    };
+    let names: Vec<String> = report
+        .configurations
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
+    report.tables = views::summary_tables(&[plan], &report.points, &names, report.selection);
     report
 }
 
@@ -264,7 +302,7 @@ fn seed_001_appendix_d_rebuilds_figure_1() {
             let [t] = report.tables.as_slice() else {
                 panic!("one summary table, got {}", report.tables.len());
             };
-            assert_eq!(t.title, matrix::SUMMARY_TITLE);
+            assert_eq!(t.title, summary_title());
             assert_eq!(t.row_param, "cache");
             assert_eq!(t.columns, [windows, linux]);
             assert_eq!(t.rows.len(), 3);
@@ -318,13 +356,16 @@ fn seed_001_appendix_d_rebuilds_figure_1() {
             }
             // Every renderer carries the summary with its advantage column.
             let md = render(&report, Format::Markdown);
-            assert!(md.contains(matrix::SUMMARY_TITLE), "{md}");
+            assert!(md.contains(&summary_title()), "{md}");
             assert!(md.contains(&format!("{linux} advantage")), "{md}");
             let json: serde_json::Value =
                 serde_json::from_str(&render(&report, Format::Json)).unwrap();
-            assert_eq!(json["tables"][0]["metric"], matrix::SUMMARY_METRIC);
+            assert_eq!(
+                json["tables"][0]["metric"],
+                views::summary_metric("mean_kib_s")
+            );
             let html = benchlab_report::html::render_html(&report);
-            assert!(html.contains(&benchlab_report::html::esc(matrix::SUMMARY_TITLE)));
+            assert!(html.contains(&benchlab_report::html::esc(&summary_title())));
         }
     }
     assert_eq!((values, advantages), (24, 12));
@@ -332,20 +373,20 @@ fn seed_001_appendix_d_rebuilds_figure_1() {
 
 /// The formula the seed did not use, for the record: with a cell whose
 /// patterns differ, the geometric mean of per-cell geometric means is
-/// lower than [`matrix::headline`] of the per-cell means.
+/// lower than [`headline`] of the per-cell means.
 #[test]
 fn seed_001_headline_is_the_geometric_mean_of_plain_means() {
     // Two cells of two patterns each: means 150 and 400, geometric means
     // √(100·200) and √(400·400).
     let means = [150.0, 400.0];
-    let h = matrix::headline(&means).unwrap();
+    let h = headline(&means).unwrap();
     assert!((h - (150.0f64 * 400.0).sqrt()).abs() < 1e-9);
     let geo_of_geo = ((100.0f64 * 200.0).sqrt() * 400.0).sqrt();
     // 237.8 against 244.9: 2.9 % lower.
     assert!((h - geo_of_geo) / h > 0.029, "{geo_of_geo} {h}");
     // A cell without a figure leaves no headline.
-    assert_eq!(matrix::headline(&[150.0, f64::NAN]), None);
-    assert_eq!(matrix::headline(&[150.0, 0.0]), None);
+    assert_eq!(headline(&[150.0, f64::NAN]), None);
+    assert_eq!(headline(&[150.0, 0.0]), None);
 }
 
 /// The shipped `studies/published/seed-000-netperf.csv` holds the same

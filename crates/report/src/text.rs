@@ -1,0 +1,126 @@
+//! The words every renderer shares: the legend of the tables and the
+//! methodology appendix, written once and laid out by each renderer.
+
+use benchlab_stats::{BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
+
+use crate::model::{RunReport, NOISE_PCT};
+use crate::render::selection_text;
+
+/// The legend of the tables: what a figure is, what ± means, how an
+/// advantage is computed and what its marks say.
+pub fn legend(report: &RunReport) -> String {
+    format!(
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
+        selection_text(report.selection),
+        report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
+    )
+}
+
+/// Appendix B: how the figures were produced, as (topic, text) rows.
+pub fn methodology(report: &RunReport) -> Vec<(String, String)> {
+    let r = &report.run;
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+    row("benchlab version", r.benchlab_version.clone());
+    row("Study file", r.study_file.clone());
+    row("Controller host", r.controller_host.clone());
+    row("Started", r.started_at.clone());
+    row(
+        "Ended",
+        r.ended_at
+            .clone()
+            .unwrap_or_else(|| "(not finished)".into()),
+    );
+    if let Some(d) = duration_s(&r.started_at, r.ended_at.as_deref()) {
+        row("Duration", format!("{d:.0} s"));
+    }
+    row(
+        "Run options",
+        format!(
+            "time scale {}{}",
+            r.options.scale,
+            if r.options.quick {
+                ", quick trial (one repetition)"
+            } else {
+                ""
+            }
+        ),
+    );
+    row("Repetitions", report.repetition_rule.clone());
+    row("Quoted figure", selection_text(report.selection).into());
+    row(
+        "Intervals of figures",
+        "median: distribution-free order-statistic interval (Le Boudec 2010, Thm 2.1), its exact coverage stated when below 95%; mean: Student t".into(),
+    );
+    row(
+        "Advantage",
+        "(A−B)/B for higher-is-better metrics, (B−A)/B for lower-is-better, as the seeds compute it; aggregate rows from the aggregates".into(),
+    );
+    row(
+        "Interval of an advantage",
+        format!(
+            "Fieller's 95% interval for the ratio of means with Welch degrees of freedom (Fieller 1954; Tamhane & Logan 2004); for medians, a percentile bootstrap with {BOOTSTRAP_RESAMPLES} resamples seeded from the data (Efron & Tibshirani 1993, ch. 13), in the JSON output"
+        ),
+    );
+    row(
+        "Verdict",
+        format!(
+            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; \"no difference\" needs the whole interval within the band; an interval that straddles it is inconclusive, with the repetitions per side that would likely decide; when no rank test can reach that p with so few repetitions the verdict is marked †"
+        ),
+    );
+    row(
+        "Curves",
+        "a line's peak is its best figure; its decline, how much worse its last figure is, in % of the peak; peaks compare as the ratio of the figures at each line's own peak".into(),
+    );
+    rows
+}
+
+/// Seconds between two RFC 3339 times of the form the runner writes
+/// (`YYYY-MM-DDTHH:MM:SS[.frac]Z`), when both parse.
+pub(crate) fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
+    fn secs(t: &str) -> Option<f64> {
+        let t = t.strip_suffix('Z')?;
+        let (date, time) = t.split_once('T')?;
+        let d: Vec<i64> = date
+            .split('-')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        let hms: Vec<f64> = time
+            .split(':')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        if d.len() != 3 || hms.len() != 3 {
+            return None;
+        }
+        // Days from the civil date (H. Hinnant, "chrono-Compatible Low-Level
+        // Date Algorithms", days_from_civil).
+        let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        Some(days as f64 * 86_400.0 + hms[0] * 3600.0 + hms[1] * 60.0 + hms[2])
+    }
+    let d = secs(end?)? - secs(start)?;
+    (d >= 0.0).then_some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            duration_s("2026-11-21T10:00:00Z", Some("2026-11-21T10:02:30.5Z")),
+            Some(150.5)
+        );
+        // Across a month end and a leap day.
+        assert_eq!(
+            duration_s("2024-02-28T23:00:00Z", Some("2024-03-01T01:00:00Z")),
+            Some(26.0 * 3600.0)
+        );
+        assert_eq!(duration_s("garbage", Some("2024-03-01T01:00:00Z")), None);
+    }
+}
