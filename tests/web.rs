@@ -197,6 +197,28 @@ fn web_load_against_a_managed_nginx_matches_its_access_log() {
         .as_str()
         .unwrap_or_default()
         .contains("daemon off;"));
+    // The report: the scaling curve, the server's CPU per point, and the
+    // server with its configuration verbatim in the appendix.
+    let md = s.path("r.md");
+    let html = s.path("r.html");
+    s.run_ok(&[
+        "report",
+        "1",
+        "--md",
+        md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("peaks at"), "the curve's peak: {md}");
+    assert!(md.contains("Server CPU (%)"), "{md}");
+    assert!(md.contains("### Servers") && md.contains("nginx/"), "{md}");
+    assert!(
+        md.contains("daemon off;"),
+        "the configuration verbatim: {md}"
+    );
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(html.contains("<h3>Servers</h3>") && html.contains("daemon off;"));
     assert_nothing_left(&s);
 }
 

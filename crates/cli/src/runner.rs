@@ -1047,6 +1047,7 @@ pub(crate) fn report(
         &store.configurations(run_id)?,
     );
     r.settings = settings_changed(store, study, run_id)?;
+    r.services = benchlab_report::model::services(&r.configurations, store.services(run_id)?);
     Ok(r)
 }
 

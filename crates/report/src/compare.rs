@@ -232,6 +232,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .collect(),
         events: Vec::new(),
         latency: Vec::new(),
+        services: Vec::new(),
         views,
         notes: order
             .iter()

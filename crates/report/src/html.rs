@@ -162,6 +162,7 @@ pub fn render_html(report: &RunReport) -> String {
     failures_section(report, &mut o);
     notes_section(report, &mut o);
     appendix_a(report, &mut o);
+    services_html(report, &mut o);
     appendix_b(report, &mut o);
 
     let _ = write!(
@@ -1372,6 +1373,41 @@ fn notes_section(report: &RunReport, o: &mut String) {
         );
     }
     o.push_str("</ul>\n");
+}
+
+/// The servers the run started, with their effective configuration files
+/// (collapsed: a server's configuration is long).
+fn services_html(report: &RunReport, o: &mut String) {
+    if report.services.is_empty() {
+        return;
+    }
+    o.push_str("<h3>Servers</h3>\n<table>\n<tr><th>configuration</th><th>service</th><th>server</th><th>placement</th><th>configuration file</th></tr>\n");
+    for s in &report.services {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.configuration),
+            esc(&s.name),
+            esc(&s.version()),
+            esc(&s.placement()),
+            esc(&s.config_origin())
+        );
+    }
+    o.push_str("</table>\n");
+    for s in &report.services {
+        let config = s.config();
+        if config.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "<details><summary>{} in {} ({}): the configuration as it ran</summary><pre>{}</pre></details>",
+            esc(&s.name),
+            esc(&s.configuration),
+            esc(&s.version()),
+            esc(config.trim_end())
+        );
+    }
 }
 
 /// Appendix B: how the figures were produced.

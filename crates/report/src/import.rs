@@ -329,6 +329,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        services: Vec::new(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

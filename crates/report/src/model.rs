@@ -312,6 +312,105 @@ pub struct RunReport {
     /// (`[[study.step]]`), for the methodology appendix.
     #[serde(default)]
     pub steps: Vec<benchlab_core::study::Step>,
+    /// The real servers the run started, each time it started one (filled
+    /// by the caller from the store).
+    #[serde(default)]
+    pub services: Vec<ServiceRecord>,
+}
+
+/// A managed service as it ran, for the appendix: what the service crate
+/// described when it started (version, effective configuration with
+/// secrets masked, placement …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    /// The configuration it ran for.
+    pub configuration: String,
+    /// The study's name of the service.
+    pub name: String,
+    /// The service's description as stored.
+    pub description: serde_json::Value,
+}
+
+impl ServiceRecord {
+    fn text(&self, key: &str) -> String {
+        match &self.description[key] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => String::new(),
+            other => other.to_string(),
+        }
+    }
+
+    /// `nginx/1.22.1` (or the program for a command).
+    pub fn version(&self) -> String {
+        let v = self.text("version");
+        if v.is_empty() {
+            self.text("program")
+        } else {
+            v
+        }
+    }
+
+    /// Where it ran and on which CPUs.
+    pub fn placement(&self) -> String {
+        let cpus = match self.description["cpus"].as_array() {
+            Some(c) if !c.is_empty() => format!(
+                "CPU{} {}",
+                if c.len() == 1 { "" } else { "s" },
+                c.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            _ => "any CPU".into(),
+        };
+        format!("{} on {}, {cpus}", self.text("listen"), self.text("host"))
+    }
+
+    /// The effective configuration file, verbatim (secrets masked).
+    pub fn config(&self) -> String {
+        self.text("config")
+    }
+
+    /// Where the configuration came from.
+    pub fn config_origin(&self) -> String {
+        self.text("config_origin")
+    }
+}
+
+/// The services of a run, once per (configuration, name, configuration
+/// text): a restart with the same set-up is not listed again.
+pub fn services(
+    configurations: &[ConfigRow],
+    rows: Vec<(usize, String, serde_json::Value)>,
+) -> Vec<ServiceRecord> {
+    let mut out: Vec<ServiceRecord> = Vec::new();
+    for (c, name, description) in rows {
+        let r = ServiceRecord {
+            configuration: configurations
+                .get(c)
+                .map(|x| x.name.clone())
+                .unwrap_or_else(|| format!("#{c}")),
+            name,
+            description,
+        };
+        if !out.iter().any(|o| {
+            o.configuration == r.configuration
+                && o.name == r.name
+                && o.version() == r.version()
+                && o.placement_key() == r.placement_key()
+        }) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+impl ServiceRecord {
+    /// What makes two starts the same set-up: the configuration text and
+    /// the CPUs (the port and scratch paths differ at every start).
+    fn placement_key(&self) -> String {
+        format!("{}", self.description["cpus"])
+    }
 }
 
 /// Each workload's view plan from the run's stored plan: the views and
@@ -722,6 +821,7 @@ pub fn build(
         // derived from stored metrics when the report is made).
         notes: Vec::new(),
         steps: study.steps.clone(),
+        services: Vec::new(),
     };
     // Summaries derived from several points (seed 001's Figure 1) become
     // ordinary tables, so every renderer shows them.

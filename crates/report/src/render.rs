@@ -495,6 +495,7 @@ fn markdown(report: &RunReport) -> String {
     failures(report, &mut out);
     notes_text(report, &mut out, true);
     appendix(report, &mut out);
+    services_md(report, &mut out);
     settings_md(report, &mut out);
     methodology_md(report, &mut out);
     out
@@ -560,6 +561,45 @@ fn steps_md(report: &RunReport, out: &mut String) {
             "| {} | {} |",
             s.step.replace('|', "\\|"),
             s.status.text().replace('|', "\\|")
+        );
+    }
+}
+
+/// The servers the run started: name, version, placement and the effective
+/// configuration file verbatim (part of Appendix A: what was measured).
+fn services_md(report: &RunReport, out: &mut String) {
+    if report.services.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n### Servers\n");
+    let _ = writeln!(
+        out,
+        "| configuration | service | server | placement | configuration file |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for s in &report.services {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            s.configuration.replace('|', "\\|"),
+            s.name.replace('|', "\\|"),
+            s.version().replace('|', "\\|"),
+            s.placement().replace('|', "\\|"),
+            s.config_origin().replace('|', "\\|")
+        );
+    }
+    for s in &report.services {
+        let config = s.config();
+        if config.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "\n`{}` in `{}` ({}), as it ran:\n\n```\n{}\n```",
+            s.name,
+            s.configuration,
+            s.version(),
+            config.trim_end()
         );
     }
 }

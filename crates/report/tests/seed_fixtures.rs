@@ -231,6 +231,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        services: Vec::new(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

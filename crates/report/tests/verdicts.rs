@@ -85,6 +85,7 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
+        services: Vec::new(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

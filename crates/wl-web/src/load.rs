@@ -354,7 +354,11 @@ impl Workload for WebLoad {
             .filter(|m| {
                 matches!(
                     m.name,
-                    "requests_per_s" | "mbytes_per_s" | "latency_p99_ms" | "errors"
+                    "requests_per_s"
+                        | "mbytes_per_s"
+                        | "latency_p99_ms"
+                        | "errors"
+                        | "service_util_pct"
                 )
             })
             .copied()
