@@ -55,6 +55,7 @@ fn closed_loop_mix(kind: Kind, keep_alive: bool, version: HttpVersion) {
     if missing(kind) {
         return;
     }
+    let _serial = support::serial();
     let mut server = Server::start(kind);
     let manifest = FileSet::Specweb96 { dirs: 2 }
         .generate(&server.docroot, 96)
@@ -127,6 +128,7 @@ fn open_loop_rate(kind: Kind) {
     if missing(kind) {
         return;
     }
+    let _serial = support::serial();
     let mut server = Server::start(kind);
     let manifest = FileSet::Single { size: 1024 }
         .generate(&server.docroot, 1)
@@ -166,6 +168,7 @@ fn nginx_missing_file_is_status_error() {
     if missing(Kind::Nginx) {
         return;
     }
+    let _serial = support::serial();
     let mut server = Server::start(Kind::Nginx);
     let mut s = spec(
         &server,
@@ -196,6 +199,7 @@ fn nginx_wrong_size_is_short_body() {
     if missing(Kind::Nginx) {
         return;
     }
+    let _serial = support::serial();
     let server = Server::start(Kind::Nginx);
     let manifest = FileSet::Single { size: 1000 }
         .generate(&server.docroot, 2)
@@ -237,6 +241,7 @@ fn web_load_two_client_sides_on_nginx() {
     if missing(Kind::Nginx) {
         return;
     }
+    let _serial = support::serial();
     let mut server = Server::start(Kind::Nginx);
     let mut p = Params::defaults(LOAD.params());
     p.set("clients", Value::Int(6));
@@ -305,6 +310,7 @@ fn web_load_all_failed_point_fails_on_nginx() {
     if missing(Kind::Nginx) {
         return;
     }
+    let _serial = support::serial();
     let server = Server::start(Kind::Nginx);
     let list = server.docroot.join("urls.txt");
     std::fs::write(&list, "/nothing-here\n").unwrap();

@@ -47,6 +47,15 @@ pub struct LogLine {
     pub path: String,
 }
 
+/// Serializes the tests that load a server: run side by side on a small
+/// machine they would starve each other's generators, and the open-loop
+/// rate check measures the generator keeping its schedule.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A failed test poisons the lock; the next one still runs alone.
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether the server is missing: under CI that fails the test naming the
 /// package (the set-up, `scripts/install-servers.sh`, provides it);
 /// elsewhere the test is recorded as skipped, never as a pass.
