@@ -323,3 +323,30 @@ fn ctrl_c_mid_point_stops_the_server_and_removes_its_files() {
     );
     assert_nothing_left(&s);
 }
+
+#[test]
+fn benchlab_killed_at_any_moment_leaves_nothing_after_restore() {
+    if nginx_missing() {
+        return;
+    }
+    // Moments after the server first answers: at once, during the file
+    // set's preparation or the first point, and later in the run.
+    for delay_ms in [0u64, 150, 600, 1500] {
+        let s = Scratch::new();
+        let f = study(&s, "duration_s = 1", "[2, 4]");
+        let (mut child, _) = start_and_find_nginx(&s, &f);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = command(&s)
+            .args(["restore", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "restore after a kill at {delay_ms} ms: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_nothing_left(&s);
+    }
+}
