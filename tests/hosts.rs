@@ -712,3 +712,63 @@ fn benchlab_netem_available() -> bool {
         .output();
     matches!(out, Ok(o) if o.status.success())
 }
+
+/// Seed 000's two machines without editing the study: a lab file places
+/// `sut` and `generator` on two test-bed hosts, with a rate limit on the
+/// system under test's link that the stream must respect, and `--host`
+/// overrides one role from the command line.
+#[test]
+fn a_lab_file_places_the_study_hosts_on_the_lab() {
+    let _serial = serial();
+    require_root_and_iproute2!();
+    let s = Scratch::new();
+    let rate = 20.0;
+    let bed = Bed::up(
+        &s,
+        &bed_name('l'),
+        &format!("topology = \"direct\"\nsubnet = \"10.233.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\nrate_mbit = {rate}\n[[testbed.host]]\nname = \"gen\"\n"),
+    );
+    // The study names no host: on its own it runs on this machine.
+    let study = s.study(
+        "two.toml",
+        "[study]\nname = \"two\"\n[defaults]\nrepetitions = 1\nduration_s = 1.5\nwarmup_s = 0.3\nquiesce_s = 0\n\
+         [[workload]]\nkind = \"net.stream\"\nprotocol = \"tcp\"\n",
+    );
+    let lab = s.study(
+        "lab.toml",
+        &format!(
+            "[[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.233.0.1\"\n",
+            bed.ns("sut")
+        ),
+    );
+    let gen = format!("generator=netns:{}@10.233.0.2", bed.ns("gen"));
+    s.run_ok(&[
+        "run",
+        study.to_str().unwrap(),
+        "--hosts",
+        lab.to_str().unwrap(),
+        "--host",
+        &gen,
+    ]);
+    let j = s.json("1");
+    let mbps = metric_reps(&j["points"][0], "throughput_mbps")[0];
+    // Through the bed's link, not loopback: at most its rate.
+    assert!(
+        mbps <= rate * 1.02 && mbps > 0.0,
+        "{mbps} Mbit/s over a {rate} Mbit/s link"
+    );
+    // The run records where each side ran.
+    let conn = rusqlite::Connection::open(s.db()).unwrap();
+    let placed: String = conn
+        .query_row(
+            "SELECT message FROM run_event WHERE kind = 'hosts'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        placed.contains(&format!("sut: netns {}", bed.ns("sut")))
+            && placed.contains(&format!("generator: netns {}", bed.ns("gen"))),
+        "{placed}"
+    );
+}

@@ -54,7 +54,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
-        Command::Restore { study } => crate::envcmd::restore(study.as_deref()),
+        Command::Restore { study, hosts } => crate::envcmd::restore(study.as_deref(), &hosts),
         Command::Profile { action } => crate::envcmd::profile(action),
         Command::LoadWorker { index, dir } => benchlab_env::load::worker_main(index, &dir),
         Command::Workloads => {
@@ -86,9 +86,10 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             study,
             quick,
             scale,
+            hosts,
         } => {
             let reg = registry();
-            let s = Study::load(&study, &reg)?;
+            let s = load_study(&study, &reg, &hosts)?;
             crate::envcmd::check_profiles(&s)?;
             let opts = options(quick, scale)?;
             let plan = Plan::new(&s, &reg, opts);
@@ -140,6 +141,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             quick,
             scale,
             restore_first,
+            hosts,
         } => {
             let reg = registry();
             let mut store = open_store(&cli.db)?;
@@ -147,7 +149,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 Some(id) => runner::resume(&mut store, &reg, id, restore_first)?,
                 None => {
                     let path = study.expect("clap requires a study without --resume");
-                    let s = Study::load(&path, &reg)?;
+                    let s = load_study(&path, &reg, &hosts)?;
                     crate::envcmd::check_profiles(&s)?;
                     runner::start(&mut store, &reg, &s, options(quick, scale)?, restore_first)?
                 }
@@ -412,4 +414,28 @@ fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
 
 pub(crate) fn open_store(path: &Path) -> Result<Store> {
     Store::open(path).with_context(|| format!("cannot open the store {}", path.display()))
+}
+
+/// Reads a study and places its hosts as `--hosts` and `--host` say. The
+/// run stores the placed study in its plan, so its report and `--resume`
+/// know where each side ran.
+pub(crate) fn load_study(
+    path: &Path,
+    reg: &benchlab_core::Registry,
+    hosts: &crate::HostArgs,
+) -> Result<Study> {
+    let mut s = Study::load(path, reg)?;
+    let lab = match &hosts.lab {
+        Some(p) => Some((
+            p.display().to_string(),
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the lab file {}", p.display()))?,
+        )),
+        None => None,
+    };
+    s.place_hosts(
+        lab.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+        &hosts.host,
+    )?;
+    Ok(s)
 }

@@ -69,7 +69,7 @@ fn failed(changes: &[ChangeReport]) -> bool {
 }
 
 /// `benchlab restore [STUDY]`.
-pub(crate) fn restore(study: Option<&Path>) -> Result<i32> {
+pub(crate) fn restore(study: Option<&Path>, hosts: &crate::HostArgs) -> Result<i32> {
     let Some(path) = study else {
         let dir = journal_dir();
         let n = benchlab_env::journal::pending(&dir).len();
@@ -83,7 +83,7 @@ pub(crate) fn restore(study: Option<&Path>) -> Result<i32> {
         return Ok(if failed(&changes) { 1 } else { 0 });
     };
     let reg = crate::registry();
-    let s = Study::load(path, &reg)?;
+    let s = crate::commands::load_study(path, &reg, hosts)?;
     let never = AtomicBool::new(false);
     let mut code = 0;
     let mut used: Vec<&str> = Vec::new();
@@ -234,6 +234,6 @@ pub(crate) fn profile(action: ProfileAction) -> Result<i32> {
             std::mem::forget(session);
             Ok(0)
         }
-        ProfileAction::Revert => restore(None),
+        ProfileAction::Revert => restore(None, &crate::HostArgs::default()),
     }
 }

@@ -75,6 +75,21 @@ impl From<FormatArg> for benchlab_report::Format {
     }
 }
 
+/// Where a study's hosts are, from outside the study: the same study file
+/// runs on this machine by default and on a lab's machines unchanged.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct HostArgs {
+    /// A lab file of `[[host]]` tables (as in a study): each replaces the
+    /// study's host of the same name.
+    #[arg(long = "hosts", value_name = "FILE")]
+    pub(crate) lab: Option<PathBuf>,
+    /// Place one role: ROLE=local, ROLE=ssh:USER@HOST,
+    /// ROLE=netns:NAME@ADDRESS or ROLE=agent:HOST:PORT,key=FILE
+    /// (repeatable; applied after --hosts).
+    #[arg(long = "host", value_name = "ROLE=SPEC")]
+    pub(crate) host: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run a study file (or resume an interrupted run) and print its tables.
@@ -95,12 +110,16 @@ enum Command {
         /// hosts (its journal), instead of refusing to start.
         #[arg(long)]
         restore_first: bool,
+        #[command(flatten)]
+        hosts: HostArgs,
     },
     /// Undo every setting a crashed run left changed, from its on-disk
     /// journal: on this host, or on every host of a study.
     Restore {
         /// A study file: restore on each of its hosts.
         study: Option<PathBuf>,
+        #[command(flatten)]
+        hosts: HostArgs,
     },
     /// Inspect or apply a tuning profile on this host.
     Profile {
@@ -125,6 +144,8 @@ enum Command {
         /// As `run --scale`.
         #[arg(long, value_name = "FACTOR")]
         scale: Option<f64>,
+        #[command(flatten)]
+        hosts: HostArgs,
     },
     /// List the runs in the store.
     List,

@@ -140,6 +140,24 @@ pub(crate) fn start(
         planned.points.iter().map(|p| (p.workload, &p.params)),
     )?;
     store.set_plan(run_id, resolved.version, &resolved.to_json())?;
+    // Where each side ran, in the run's record (a lab file or --host may
+    // have placed the study's hosts).
+    let placed: Vec<String> = study
+        .hosts
+        .iter()
+        .map(|h| {
+            format!(
+                "{}: {}{}",
+                h.name,
+                crate::hosts::route(h),
+                h.address
+                    .as_ref()
+                    .map(|a| format!(" (data address {a})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    store.add_event(run_id, &started, "hosts", &placed.join("; "))?;
     store_hosts(store, run_id, inventories)?;
     store.add_event(
         run_id,

@@ -8,8 +8,10 @@
 use std::fmt;
 use std::ops::Range;
 
+mod lab;
 mod services;
 
+pub use lab::HOST_SPEC_FORMS;
 pub use services::ServiceDecl;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
