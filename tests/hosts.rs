@@ -772,3 +772,49 @@ fn a_lab_file_places_the_study_hosts_on_the_lab() {
         "{placed}"
     );
 }
+
+/// web.load against a managed nginx on a test-bed host whose link a tbf
+/// shapes: the MB/s benchlab measures (response heads and bodies) stays at
+/// or below the link's rate, and the best repetition reaches it. Responses
+/// count when complete, so a repetition is off by up to one response per
+/// connection: 64 KiB responses over 3 s keep that near 2 %.
+#[test]
+fn web_load_is_held_to_a_tbf_rate_and_reaches_it() {
+    let _serial = serial();
+    require_root_and_iproute2!();
+    if benchlab_testkit::find_program("nginx").is_none() {
+        return benchlab_testkit::missing("nginx (scripts/setup.sh installs it)");
+    }
+    let s = Scratch::new();
+    let rate = 40.0;
+    let bed = Bed::up(
+        &s,
+        &bed_name('w'),
+        &format!("topology = \"direct\"\nsubnet = \"10.234.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\nrate_mbit = {rate}\n[[testbed.host]]\nname = \"gen\"\n"),
+    );
+    let study = s.study(
+        "web-tbf.toml",
+        &format!(
+            "[study]\nname = \"web-tbf\"\n[defaults]\nrepetitions = {RATE_REPETITIONS}\nduration_s = 3\nwarmup_s = 0.5\nquiesce_s = 0\n\
+             [[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.234.0.1\"\n\
+             [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.234.0.2\"\n\
+             [[service]]\nname = \"web\"\nkind = \"nginx\"\n\
+             [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = 4\nfile_set = \"single\"\nfile_size = \"64KiB\"\nkeep_alive = true\n",
+            bed.ns("sut"),
+            bed.ns("gen")
+        ),
+    );
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let j = s.json("1");
+    // MB/s → Mbit/s of TCP payload; the link carries MSS of every FRAME.
+    let reps: Vec<f64> = metric_reps(&j["points"][0], "mbytes_per_s")
+        .iter()
+        .map(|m| m * 8.0)
+        .collect();
+    check_goodput(
+        &format!("web.load over tbf {rate} Mbit/s"),
+        &reps,
+        rate * MSS / FRAME,
+    );
+    assert!(bed.pids("sut").is_empty(), "nginx left in the namespace");
+}
