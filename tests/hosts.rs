@@ -818,3 +818,98 @@ fn web_load_is_held_to_a_tbf_rate_and_reaches_it() {
     );
     assert!(bed.pids("sut").is_empty(), "nginx left in the namespace");
 }
+
+/// A relay delay D between the generator and a web server adds 2·D to the
+/// fastest request web.load measures; the server is an unmanaged one
+/// (`address = …`, started by this test, not by benchlab), reached
+/// through the relay.
+#[test]
+fn a_relayed_delay_shows_up_in_the_fastest_web_request() {
+    let _serial = serial();
+    require_root_and_iproute2!();
+    let Some(nginx) = benchlab_testkit::find_program("nginx") else {
+        return benchlab_testkit::missing("nginx (scripts/setup.sh installs it)");
+    };
+    let s = Scratch::new();
+    let bed = Bed::up(
+        &s,
+        &bed_name('h'),
+        "topology = \"bridge\"\nsubnet = \"10.235.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n[[testbed.host]]\nname = \"mid\"\n",
+    );
+    // nginx in the sut's namespace, from a configuration of this test's.
+    let www = s.path("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("1k.html"), vec![b'x'; 1024]).unwrap();
+    let d = s.path("nginx");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("nginx.conf"),
+        format!(
+            "daemon off;\nmaster_process on;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 256; }}\nhttp {{\n access_log off;\n client_body_temp_path {d}/body;\n proxy_temp_path {d}/proxy;\n\
+             fastcgi_temp_path {d}/fastcgi;\n uwsgi_temp_path {d}/uwsgi;\n scgi_temp_path {d}/scgi;\n keepalive_requests 1000000;\n\
+             server {{ listen 10.235.0.1:8099; root {www}; }}\n}}\n",
+            d = d.display(),
+            www = www.display()
+        ),
+    )
+    .unwrap();
+    let mut server = bed
+        .exec("sut", nginx.to_str().unwrap())
+        .arg("-c")
+        .arg(d.join("nginx.conf"))
+        .arg("-p")
+        .arg(format!("{}/", d.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let urls = s.path("urls.txt");
+    std::fs::write(&urls, "/1k.html 1024\n").unwrap();
+    let study = |name: &str| {
+        s.study(
+            &format!("{name}.toml"),
+            &format!(
+                "[study]\nname = \"{name}\"\n[defaults]\nrepetitions = 1\nduration_s = 1\nwarmup_s = 0.2\nquiesce_s = 0\n\
+                 [[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"10.235.0.1\"\n\
+                 [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.235.0.2\"\n\
+                 [[service]]\nname = \"web\"\naddress = \"10.235.0.3:8099\"\n\
+                 [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = 1\nfile_set = \"urls\"\nurl_list = \"{}\"\nkeep_alive = true\n",
+                bed.ns("sut"),
+                bed.ns("gen"),
+                urls.display()
+            ),
+        )
+    };
+    let mut fastest = Vec::new();
+    for (i, delay_ms) in [0.0, 5.0].into_iter().enumerate() {
+        let r = relay(&bed, "mid", "0.0.0.0:8099", "10.235.0.1:8099", delay_ms);
+        let file = study(&format!("web-delay{i}"));
+        let out = s.run(&["run", file.to_str().unwrap()]);
+        stop_relay(r);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j = s.json(&(i + 1).to_string());
+        fastest.push(metric(&j["points"][0], "latency_min_ms") * 1000.0);
+    }
+    // SAFETY: signalling our own child (ip netns exec execs nginx).
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let _ = server.wait();
+    let d_us: f64 = 5000.0;
+    let rise = fastest[1] - fastest[0];
+    let tolerance = (0.02 * 2.0 * d_us).max(50.0);
+    eprintln!(
+        "web.load fastest request {:.1} µs, through a {d_us} µs relay {:.1} µs: rose {rise:.1} µs (imposed {:.0} µs)",
+        fastest[0],
+        fastest[1],
+        2.0 * d_us
+    );
+    assert!(
+        (rise - 2.0 * d_us).abs() <= tolerance,
+        "the fastest request rose {rise} µs for 2×{d_us} µs"
+    );
+}
