@@ -32,7 +32,7 @@ const SLACK: Duration = Duration::from_secs(30);
 
 /// Checks a `[[service]]` table when a study is read (set on the
 /// registry): the key at fault and what is wrong and allowed.
-pub(crate) fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
+pub fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
     let spec: ServiceSpec = serde_json::from_value(spec.clone()).map_err(|e| {
         let msg = e.to_string();
         // serde names the field it refused: point the error at it.
@@ -114,7 +114,6 @@ impl Services {
     /// restarted for a new point, and the workload's content put in place.
     /// Returns the targets in the workload's service order, or why the
     /// point cannot run.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn ready(
         &mut self,
         ctx: &mut ServiceCtx<'_>,
