@@ -1068,3 +1068,297 @@ pub fn stored_plan(store: &Store, reg: &Registry, run_id: i64) -> Result<Resolve
     let _ = store.set_plan(run_id, plan.version, &plan.to_json());
     Ok(plan)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchlab_core::fake::{FAKE, FAKE_CLIENTS};
+
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        r.add(&FAKE).add(&FAKE_CLIENTS);
+        r
+    }
+
+    fn study(reg: &Registry, text: &str) -> Study {
+        Study::parse("t.toml", text, reg).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    /// A client job as (target, host, slot, first client, clients, of
+    /// total).
+    type Job = (usize, String, usize, u32, u32, u32);
+
+    /// Each client job of every point of the study's first workload.
+    fn jobs_per_point(text: &str) -> Vec<Vec<Job>> {
+        let reg = registry();
+        let s = study(&reg, text);
+        let entry = &s.workloads[0];
+        let wl = reg.get(&entry.kind).expect("fake workload");
+        Plan::new(&s, &reg, RunOptions::default())
+            .points
+            .iter()
+            .map(|p| {
+                client_jobs(wl, entry, &p.params)
+                    .into_iter()
+                    .map(|j| {
+                        (
+                            j.target,
+                            j.host,
+                            j.slot,
+                            j.share.first,
+                            j.share.count,
+                            j.share.total,
+                        )
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    const HOSTS: &str = r#"
+[study]
+name = "jobs"
+description = "how clients are spread"
+
+[[configuration]]
+name = "base"
+description = "the only one"
+
+[[host]]
+name = "gen1"
+local = true
+
+[[host]]
+name = "gen2"
+local = true
+
+[[host]]
+name = "gen3"
+local = true
+
+[[host]]
+name = "s1"
+local = true
+
+[[host]]
+name = "s2"
+local = true
+"#;
+
+    #[test]
+    fn clients_are_spread_evenly_over_the_client_hosts_first_ones_taking_the_rest() {
+        let text = format!(
+            "{HOSTS}\n[[workload]]\nkind = \"fake.clients\"\nclient = [\"gen1\", \"gen2\", \"gen3\"]\nclients = [1, 2, 7]\n"
+        );
+        let g = |h: &str| h.to_string();
+        assert_eq!(
+            jobs_per_point(&text),
+            [
+                // One client: one host; the others have no share, no job.
+                vec![(0, g("gen1"), 0, 0, 1, 1)],
+                vec![(0, g("gen1"), 0, 0, 1, 2), (0, g("gen2"), 0, 1, 1, 2)],
+                // 7 over 3: 3, 2, 2, covering 0..7 once.
+                vec![
+                    (0, g("gen1"), 0, 0, 3, 7),
+                    (0, g("gen2"), 0, 3, 2, 7),
+                    (0, g("gen3"), 0, 5, 2, 7),
+                ],
+            ]
+        );
+    }
+
+    #[test]
+    fn without_a_clients_axis_each_target_gets_one_client_in_its_own_slot() {
+        let text = format!(
+            "{HOSTS}\n[[workload]]\nkind = \"fake\"\ntargets = [\"s1\", \"s2\"]\nclient = \"gen2\"\n"
+        );
+        let none = ClientShare::default();
+        assert_eq!(
+            jobs_per_point(&text),
+            [vec![
+                (0, "gen2".to_string(), 0, none.first, none.count, none.total),
+                (1, "gen2".to_string(), 1, none.first, none.count, none.total),
+            ]]
+        );
+    }
+
+    #[test]
+    fn several_targets_each_get_the_whole_spread_in_their_own_slot() {
+        let text = format!(
+            "{HOSTS}\n[[workload]]\nkind = \"fake.clients\"\ntargets = [\"s1\", \"s2\"]\nclient = [\"gen1\", \"gen2\"]\nclients = 3\n"
+        );
+        let g = |h: &str| h.to_string();
+        assert_eq!(
+            jobs_per_point(&text),
+            [vec![
+                (0, g("gen1"), 0, 0, 2, 3),
+                (0, g("gen2"), 0, 2, 1, 3),
+                (1, g("gen1"), 1, 0, 2, 3),
+                (1, g("gen2"), 1, 2, 1, 3),
+            ]]
+        );
+    }
+
+    /// Set in the environment of [`agent_process`] by the run tests.
+    const AGENT_ENV: &str = "BENCHLAB_ENGINE_TEST_AGENT";
+
+    /// The agent of the run tests: this test binary, started by the engine
+    /// as the host's `benchlab` (see [`agent_script`]), serving the real
+    /// protocol with the fake workloads on descriptors 3 and 4 (libtest
+    /// writes to standard output).
+    #[test]
+    #[ignore = "not a test: the agent process the run tests start"]
+    fn agent_process() {
+        if std::env::var_os(AGENT_ENV).is_none() {
+            return;
+        }
+        use std::os::fd::FromRawFd;
+        // SAFETY: the wrapper script opened 3 and 4 for this process alone,
+        // and nothing else in it owns them.
+        let (input, output) =
+            unsafe { (std::fs::File::from_raw_fd(3), std::fs::File::from_raw_fd(4)) };
+        benchlab_agent::server::serve(&registry(), input, output).expect("serve the controller");
+    }
+
+    /// A script that the engine starts as `SCRIPT agent --stdio`: it runs
+    /// [`agent_process`] with the protocol on descriptors 3 and 4 and its
+    /// journals in `dir`.
+    fn agent_script(dir: &std::path::Path) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = std::env::current_exe().expect("test binary");
+        let path = dir.join("agent.sh");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\nexec 3<&0 4>&1 </dev/null >/dev/null\n{AGENT_ENV}=1 BENCHLAB_STATE_DIR='{}' exec '{}' --exact runner::tests::agent_process --ignored --nocapture --test-threads=1\n",
+                dir.join("state").display(),
+                exe.display()
+            ),
+        )
+        .expect("write the agent script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("make it executable");
+        path
+    }
+
+    /// What an observer was told, in order.
+    #[derive(Default)]
+    struct Recorder {
+        started: Option<RunStart>,
+        lines: Vec<String>,
+        skipped: Vec<usize>,
+        finished: bool,
+    }
+
+    impl Observer for Recorder {
+        fn start(&mut self, run: &RunStart) {
+            self.started = Some(run.clone());
+        }
+        fn begin(&mut self, unit: &UnitInfo<'_>) {
+            self.lines.push(format!("begin {} {unit}", unit.index));
+        }
+        fn end(&mut self, unit: &UnitInfo<'_>, result: &UnitResult<'_>) {
+            self.lines
+                .push(format!("end {} {unit}: {result}", unit.index));
+        }
+        fn skip(&mut self, index: usize) {
+            self.skipped.push(index);
+        }
+        fn finish(&mut self) {
+            self.finished = true;
+        }
+    }
+
+    #[test]
+    fn a_fake_study_runs_through_the_engine_into_the_store() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let agent = agent_script(dir.path());
+        let text = format!(
+            r#"
+[study]
+name = "engine"
+description = "two points, one failing, through real agent processes"
+
+[defaults]
+repetitions = 2
+quiesce_s = 0
+
+[[configuration]]
+name = "base"
+description = "the only one"
+
+[[host]]
+name = "sut"
+local = true
+benchlab = "{a}"
+
+[[host]]
+name = "generator"
+local = true
+benchlab = "{a}"
+
+[[workload]]
+name = "ok"
+kind = "fake"
+size = 64
+value = 100
+step = 0.5
+
+[[workload]]
+name = "bad"
+kind = "fake"
+fail = true
+"#,
+            a = agent.display()
+        );
+        let reg = registry();
+        let s = study(&reg, &text);
+        let mut store = Store::open(&dir.path().join("engine.db")).expect("store");
+        let interrupt = AtomicBool::new(false);
+        let mut seen = Recorder::default();
+        let outcome = Run {
+            store: &mut store,
+            registry: &reg,
+            interrupt: &interrupt,
+            observer: &mut seen,
+            restore_first: false,
+        }
+        .start(&s, RunOptions::default())
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+        assert!(!outcome.interrupted && !outcome.stopped);
+        assert_eq!(outcome.failed, 2, "both repetitions of `bad` fail");
+        assert_eq!(
+            store.run(outcome.run_id).expect("run").status,
+            RunStatus::Completed
+        );
+        let start = seen.started.as_ref().expect("told of the start");
+        assert_eq!((start.units.len(), start.already), (4, 0));
+        assert!(seen.finished && seen.skipped.is_empty());
+        // The fake's score is value + step × repetition, exactly.
+        let ends: Vec<&String> = seen.lines.iter().filter(|l| l.starts_with("end")).collect();
+        assert_eq!(ends.len(), 4, "{:?}", seen.lines);
+        assert!(ends[0].ends_with("rep 1/2: score = 100.00"), "{}", ends[0]);
+        assert!(ends[1].ends_with("rep 2/2: score = 100.50"), "{}", ends[1]);
+        for e in &ends[2..] {
+            assert!(
+                e.contains("base · bad · ") && e.contains(": FAILED: "),
+                "{e}"
+            );
+        }
+        let samples = store.samples(outcome.run_id).expect("samples");
+        let ok: Vec<f64> = samples
+            .iter()
+            .filter(|r| r.status == SampleStatus::Ok)
+            .map(|r| r.metrics["score"])
+            .collect();
+        assert_eq!(ok, [100.0, 100.5]);
+        assert_eq!(
+            samples
+                .iter()
+                .filter(|r| r.status == SampleStatus::Failed && r.reason.is_some())
+                .count(),
+            2
+        );
+    }
+}
