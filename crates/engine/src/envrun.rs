@@ -14,7 +14,7 @@ use benchlab_env::profile::Profile;
 use benchlab_env::{ChangeReport, ChangeStatus, LoadUsage, SessionSpec};
 use benchlab_store::{SettingChangeRow, Store};
 
-use crate::hosts::Pool;
+use crate::context::RunCtx;
 
 /// How long applying or reverting may take on a host.
 const ENV_TIMEOUT: Duration = Duration::from_secs(300);
@@ -62,22 +62,13 @@ pub fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String, String
     Ok((n, text, p))
 }
 
-/// What applying and reverting need of the run.
-pub(crate) struct EnvCtx<'a> {
-    pub(crate) study: &'a Study,
-    pub(crate) pool: &'a mut Pool,
-    pub(crate) store: &'a mut Store,
-    pub(crate) run_id: i64,
-    pub(crate) interrupt: &'a AtomicBool,
-}
-
 impl EnvControl {
     /// Makes configuration `idx` the applied one (reverting the previous).
     pub(crate) fn switch(
         &mut self,
         idx: usize,
         workload: &str,
-        ctx: &mut EnvCtx<'_>,
+        ctx: &mut RunCtx<'_>,
     ) -> anyhow::Result<()> {
         let study = ctx.study;
         let config = &study.configurations[idx];
@@ -197,7 +188,7 @@ impl EnvControl {
         mut agent: AgentHandle,
         spec: SessionSpec,
         idx: usize,
-        ctx: &mut EnvCtx<'_>,
+        ctx: &mut RunCtx<'_>,
         shield_tasks: &mut Option<String>,
     ) -> Result<(), String> {
         let (store, run_id, interrupt) = (&mut *ctx.store, ctx.run_id, ctx.interrupt);
@@ -296,7 +287,7 @@ impl EnvControl {
     }
 
     /// Reverts the applied configuration, if any.
-    pub(crate) fn revert(&mut self, ctx: &mut EnvCtx<'_>) -> anyhow::Result<()> {
+    pub(crate) fn revert(&mut self, ctx: &mut RunCtx<'_>) -> anyhow::Result<()> {
         self.revert_sessions(ctx.store, ctx.run_id, ctx.interrupt)?;
         self.current = None;
         self.profile = None;

@@ -6,6 +6,7 @@
 //! an [`Observer`].
 
 mod combine;
+mod context;
 mod envrun;
 mod hosts;
 mod observer;

@@ -20,10 +20,11 @@ use benchlab_core::{
 use benchlab_store::{ConfigRow, HostRow, NewRun, PointRow, RunStatus, SampleStatus, Store};
 
 use crate::combine;
-use crate::envrun::{EnvControl, EnvCtx};
+use crate::context::RunCtx;
+use crate::envrun::EnvControl;
 use crate::hosts::{Pool, Role};
 use crate::observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
-use crate::services::{self, ServiceCtx, Services, Target};
+use crate::services::{self, Services, Target};
 
 /// Slack added to a client's expected duration before it is declared hung.
 const CLIENT_SLACK: Duration = Duration::from_secs(60);
@@ -150,16 +151,18 @@ impl Run<'_> {
             &format!("scale {}, quick {}", opts.scale, opts.quick),
         )?;
         Engine {
-            store,
             reg,
-            study,
-            run_id,
             opts,
-            pool,
-            interrupt,
             observer,
             env: EnvControl::default(),
             svc: Services::default(),
+            ctx: RunCtx {
+                study,
+                pool,
+                store,
+                run_id,
+                interrupt,
+            },
         }
         .execute()
     }
@@ -199,16 +202,18 @@ impl Run<'_> {
         store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
         store.add_event(run_id, &now_rfc3339(), "resumed", "")?;
         Engine {
-            store,
             reg,
-            study: &study,
-            run_id,
             opts: run.options,
-            pool,
-            interrupt,
             observer,
             env: EnvControl::default(),
             svc: Services::default(),
+            ctx: RunCtx {
+                study: &study,
+                pool,
+                store,
+                run_id,
+                interrupt,
+            },
         }
         .execute()
     }
@@ -238,12 +243,8 @@ impl From<AgentError> for UnitError {
 
 /// A run in progress: everything its repetitions share.
 struct Engine<'a> {
-    store: &'a mut Store,
     reg: &'a Registry,
-    study: &'a Study,
-    run_id: i64,
     opts: RunOptions,
-    interrupt: &'a AtomicBool,
     observer: &'a mut dyn Observer,
     // Fields drop in order: the configuration's agents go before the
     // pool's, as they did when these were the runner's locals.
@@ -251,17 +252,17 @@ struct Engine<'a> {
     env: EnvControl,
     /// The managed services of the configuration in force.
     svc: Services,
-    /// The agents of every host.
-    pool: Pool,
+    /// The study, the agents, the store.
+    ctx: RunCtx<'a>,
 }
 
 impl Engine<'_> {
     /// Runs every repetition not yet stored, then puts the hosts back.
     fn execute(mut self) -> Result<Outcome> {
-        let (reg, study, run_id, opts, interrupt) =
-            (self.reg, self.study, self.run_id, self.opts, self.interrupt);
+        let (reg, opts) = (self.reg, self.opts);
+        let (study, run_id, interrupt) = (self.ctx.study, self.ctx.run_id, self.ctx.interrupt);
         let plan = Plan::new(study, reg, opts);
-        let done = self.store.done_units(run_id)?;
+        let done = self.ctx.store.done_units(run_id)?;
         let key = |u: &Unit| {
             let p = &plan.points[u.point];
             (p.config, p.workload, p.point, u.repetition)
@@ -277,7 +278,7 @@ impl Engine<'_> {
         // anything runs.
         for c in &study.configurations {
             for decl in c.services.iter().filter(|d| d.address.is_none()) {
-                services::plan_of(decl, study, &self.pool)
+                services::plan_of(decl, study, &self.ctx.pool)
                     .with_context(|| format!("configuration `{}`", c.name))?;
             }
         }
@@ -296,7 +297,7 @@ impl Engine<'_> {
         });
         let mut failed = 0;
         let mut stopped = false;
-        let mut adaptive = AdaptiveState::load(self.store, run_id, reg)?;
+        let mut adaptive = AdaptiveState::load(self.ctx.store, run_id, reg)?;
         for (n, unit) in todo.iter().enumerate() {
             if interrupt.load(Ordering::Relaxed) {
                 break;
@@ -307,7 +308,7 @@ impl Engine<'_> {
             let pkey = (point.config, point.workload, point.point);
             if let Some(why) = adaptive.stop(entry, pkey) {
                 if adaptive.announce(pkey) {
-                    self.store.add_event(
+                    self.ctx.store.add_event(
                         run_id,
                         &now_rfc3339(),
                         "adaptive",
@@ -326,7 +327,7 @@ impl Engine<'_> {
                 repetitions: point.repetitions,
             };
             self.observer.begin(&info);
-            let point_id = self.store.ensure_point(
+            let point_id = self.ctx.store.ensure_point(
                 run_id,
                 &PointRow {
                     id: 0,
@@ -339,17 +340,7 @@ impl Engine<'_> {
                     params: point.params.clone(),
                 },
             )?;
-            self.env.switch(
-                point.config,
-                &entry.name,
-                &mut EnvCtx {
-                    study,
-                    pool: &mut self.pool,
-                    store: self.store,
-                    run_id,
-                    interrupt,
-                },
-            )?;
+            self.env.switch(point.config, &entry.name, &mut self.ctx)?;
             if interrupt.load(Ordering::Relaxed) {
                 // Ctrl-C while a configuration was being applied: not a
                 // failure of the point, which is simply not run.
@@ -366,14 +357,8 @@ impl Engine<'_> {
                         let sides = [self.env.server.clone(), self.env.client.clone()];
                         let wl_side = reg.get(&entry.kind).map(|w| w.server_side());
                         let targets = if wl_side == Some(ServerSide::Service) {
-                            let mut ctx = ServiceCtx {
-                                study,
-                                pool: &mut self.pool,
-                                store: self.store,
-                                run_id,
-                            };
                             self.svc.ready(
-                                &mut ctx,
+                                &mut self.ctx,
                                 point.config,
                                 (point.workload, point.point),
                                 &entry.services,
@@ -396,13 +381,7 @@ impl Engine<'_> {
                                 // A server that went down mid-point fails it
                                 // with its own exit reason, whatever the
                                 // clients saw.
-                                let mut ctx = ServiceCtx {
-                                    study,
-                                    pool: &mut self.pool,
-                                    store: self.store,
-                                    run_id,
-                                };
-                                match self.svc.died(&mut ctx, &targets) {
+                                match self.svc.died(&mut self.ctx, &targets) {
                                     Some(why) if !matches!(r, Err(UnitError::Interrupted)) => {
                                         Err(UnitError::Failed(why))
                                     }
@@ -434,7 +413,7 @@ impl Engine<'_> {
             );
             let result = match &outcome {
                 Ok(sample) => {
-                    self.store.record_sample(
+                    self.ctx.store.record_sample(
                         point_id,
                         unit.repetition,
                         SampleStatus::Ok,
@@ -456,7 +435,7 @@ impl Engine<'_> {
                     )
                 }
                 Err(UnitError::Skipped(reason)) => {
-                    self.store.record_sample(
+                    self.ctx.store.record_sample(
                         point_id,
                         unit.repetition,
                         SampleStatus::Skipped,
@@ -469,7 +448,7 @@ impl Engine<'_> {
                 }
                 Err(UnitError::Failed(reason)) => {
                     failed += 1;
-                    self.store.record_sample(
+                    self.ctx.store.record_sample(
                         point_id,
                         unit.repetition,
                         SampleStatus::Failed,
@@ -488,13 +467,8 @@ impl Engine<'_> {
                 // (another target's server may still be waiting): stop them all,
                 // on every host; the next point starts fresh ones. Services go
                 // first, stopped by the agents that hold them.
-                self.svc.stop_all(&mut ServiceCtx {
-                    study,
-                    pool: &mut self.pool,
-                    store: self.store,
-                    run_id,
-                });
-                self.pool.kill_all();
+                self.svc.stop_all(&mut self.ctx);
+                self.ctx.pool.kill_all();
                 if matches!(outcome, Err(UnitError::Failed(_)))
                     && study.defaults.on_error == OnError::Stop
                 {
@@ -508,48 +482,38 @@ impl Engine<'_> {
         }
         self.observer.finish();
         // Stop the services, then put every host back (also after Ctrl-C).
-        self.svc.stop_all(&mut ServiceCtx {
-            study,
-            pool: &mut self.pool,
-            store: self.store,
-            run_id,
-        });
-        self.env.revert(&mut EnvCtx {
-            study,
-            pool: &mut self.pool,
-            store: self.store,
-            run_id,
-            interrupt,
-        })?;
+        self.svc.stop_all(&mut self.ctx);
+        self.env.revert(&mut self.ctx)?;
 
         let interrupted = interrupt.load(Ordering::Relaxed);
         let at = now_rfc3339();
         if interrupted {
             // The abandoned point's sides may be mid-measurement: stop them now.
-            self.pool.kill_all();
-            self.store
+            self.ctx.pool.kill_all();
+            self.ctx
+                .store
                 .set_run_status(run_id, RunStatus::Interrupted, &at)?;
-            self.store.add_event(
+            self.ctx.store.add_event(
                 run_id,
                 &at,
                 "interrupted",
                 "stopped by a signal; finished repetitions are kept",
             )?;
         } else {
-            self.pool.shutdown();
+            self.ctx.pool.shutdown();
             let status = if stopped {
                 RunStatus::Failed
             } else {
                 RunStatus::Completed
             };
-            self.store.set_run_status(run_id, status, &at)?;
+            self.ctx.store.set_run_status(run_id, status, &at)?;
             // The controller is held to the same memory budget as the agents.
             let rss = format!(
                 "controller peak RSS {} KiB",
                 benchlab_core::cpu::peak_rss_kib()
             );
             let kind = if stopped { "stopped" } else { "completed" };
-            self.store.add_event(run_id, &at, kind, &rss)?;
+            self.ctx.store.add_event(run_id, &at, kind, &rss)?;
         }
         Ok(Outcome {
             run_id,
@@ -716,14 +680,14 @@ fn client_jobs(wl: &dyn Workload, entry: &WorkloadEntry, params: &Params) -> Vec
     jobs
 }
 
-/// Runs one repetition: the server side on every target host, the client
-/// sides (behind one barrier for a clients-axis workload), both sides'
-/// results combined per target and aggregated over targets.
 impl Engine<'_> {
+    /// Runs one repetition: the server side on every target host, the
+    /// client sides (behind one barrier for a clients-axis workload), both
+    /// sides' results combined per target and aggregated over targets.
     fn run_unit(&mut self, unit: &UnitSpec<'_>) -> std::result::Result<Sample, UnitError> {
-        let (reg, study, run_id, interrupt) = (self.reg, self.study, self.run_id, self.interrupt);
-        let pool = &mut self.pool;
-        let store: &Store = self.store;
+        let reg = self.reg;
+        let ctx = &mut self.ctx;
+        let (study, interrupt) = (ctx.study, ctx.interrupt);
         let UnitSpec {
             point,
             repetition,
@@ -760,10 +724,10 @@ impl Engine<'_> {
                 kind: entry.kind.clone(),
                 params: point.params.clone(),
                 placement: sides[0].clone(),
-                bind: pool.bind_address(host),
+                bind: ctx.pool.bind_address(host),
             };
-            let data_ip = pool.address(host);
-            match pool.agent(host, Role::Server, 0)?.request(
+            let data_ip = ctx.pool.address(host);
+            match ctx.pool.agent(host, Role::Server, 0)?.request(
                 &req,
                 Duration::from_secs(60),
                 interrupt,
@@ -787,11 +751,11 @@ impl Engine<'_> {
         let expected = wl.expected_duration(&point.params);
         let mut agents: Vec<AgentHandle> = Vec::new();
         for job in &jobs {
-            match pool.take(&job.host, Role::Client, job.slot) {
+            match ctx.pool.take(&job.host, Role::Client, job.slot) {
                 Ok(a) => agents.push(a),
                 Err(e) => {
                     for (job, agent) in jobs.iter().zip(agents) {
-                        pool.put(&job.host, Role::Client, job.slot, agent);
+                        ctx.pool.put(&job.host, Role::Client, job.slot, agent);
                     }
                     return Err(e.into());
                 }
@@ -812,31 +776,15 @@ impl Engine<'_> {
             .collect();
         // The services are observed around the clients' run (ramps included:
         // the client sides, not the engine, know the measured interval).
-        let before = {
-            let mut ctx = ServiceCtx {
-                study,
-                pool,
-                store,
-                run_id,
-            };
-            services::usage(&mut ctx, services)
-        };
+        let before = services::usage(ctx, services);
         let results = if gated {
             barrier_run(&mut agents, &requests, expected, interrupt)
         } else {
             fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
         };
-        let after = {
-            let mut ctx = ServiceCtx {
-                study,
-                pool,
-                store,
-                run_id,
-            };
-            services::usage(&mut ctx, services)
-        };
+        let after = services::usage(ctx, services);
         for (job, agent) in jobs.iter().zip(agents) {
-            pool.put(&job.host, Role::Client, job.slot, agent);
+            ctx.pool.put(&job.host, Role::Client, job.slot, agent);
         }
         // Per target: its client hosts' results, to be merged as the workload
         // declares (the first failure of a target stands for it).
@@ -898,7 +846,7 @@ impl Engine<'_> {
             let req = Request::Collect {
                 timeout_ms: limit.as_millis() as u64,
             };
-            let resp = pool.agent(host, Role::Server, 0)?.request(
+            let resp = ctx.pool.agent(host, Role::Server, 0)?.request(
                 &req,
                 limit + Duration::from_secs(10),
                 interrupt,
