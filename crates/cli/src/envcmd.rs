@@ -36,7 +36,7 @@ pub(crate) fn check_profiles(study: &Study) -> Result<()> {
             all.push((key, name));
         }
         for (key, name) in all {
-            if let Err(e) = crate::envrun::load_profile(study, name) {
+            if let Err(e) = benchlab_engine::load_profile(study, name) {
                 bail!("{}: key `{key}`: {e:#}", study.file);
             }
         }
@@ -96,7 +96,7 @@ pub(crate) fn restore(study: Option<&Path>, hosts: &crate::HostArgs) -> Result<i
     }
     for name in used {
         let host = s.host(name);
-        let mut agent = match crate::hosts::spawn_for_restore(host) {
+        let mut agent = match benchlab_engine::spawn_for_restore(host) {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("benchlab: host {name}: {e}");

@@ -1,16 +1,12 @@
 //! benchlab's command line. `main` parses the command, runs it, prints the
 //! whole error chain once and returns the exit code.
 
-mod combine;
 mod commands;
 mod envcmd;
-mod envrun;
-mod hosts;
 mod import_cmd;
 mod progress;
 mod report_cmd;
 mod runner;
-mod services;
 
 use std::path::PathBuf;
 
@@ -31,7 +27,7 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_web::LOAD)
         .add(&benchlab_core::fake::FAKE)
         .add(&benchlab_core::fake::FAKE_CLIENTS)
-        .set_service_check(services::check);
+        .set_service_check(benchlab_engine::check_service);
     r
 }
 

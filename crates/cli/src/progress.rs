@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use benchlab_core::units::format_duration;
+use benchlab_engine::{Observer, RunStart, UnitInfo, UnitResult};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The time left in a run, learnt from what it has measured so far.
@@ -175,6 +176,49 @@ impl Progress {
     pub(crate) fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
+        }
+    }
+}
+
+/// The engine's observer on the command line: a [`Progress`] once the run
+/// says what it will run.
+#[derive(Default)]
+pub(crate) struct Printer {
+    progress: Option<Progress>,
+}
+
+impl Observer for Printer {
+    fn start(&mut self, run: &RunStart) {
+        self.progress = Some(Progress::new(
+            run.units
+                .iter()
+                .map(|u| (u.workload, u.expected_s))
+                .collect(),
+            run.already,
+        ));
+    }
+
+    fn begin(&mut self, unit: &UnitInfo<'_>) {
+        if let Some(p) = &mut self.progress {
+            p.begin(unit.index, &unit.to_string());
+        }
+    }
+
+    fn end(&mut self, unit: &UnitInfo<'_>, result: &UnitResult<'_>) {
+        if let Some(p) = &mut self.progress {
+            p.end(unit.index, &unit.to_string(), &result.to_string());
+        }
+    }
+
+    fn skip(&mut self, index: usize) {
+        if let Some(p) = &mut self.progress {
+            p.skip(index);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(p) = &mut self.progress {
+            p.finish();
         }
     }
 }

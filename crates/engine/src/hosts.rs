@@ -122,7 +122,7 @@ fn agent_command(host: &Host, launcher: &[String]) -> Result<Command> {
 }
 
 /// Starts an agent on a host to restore its journals (outside a run).
-pub(crate) fn spawn_for_restore(host: &Host) -> Result<AgentHandle> {
+pub fn spawn_for_restore(host: &Host) -> Result<AgentHandle> {
     if let Transport::Tcp { .. } = host.transport {
         bail!("restore through a listening TCP agent is not supported: run `benchlab restore` on that host");
     }

@@ -15,8 +15,8 @@ use benchlab_agent::{Request, Response};
 use benchlab_core::study::{ServiceDecl, Study};
 use benchlab_core::{Params, ServiceInfo, SideResult};
 use benchlab_service::{ServicePlan, ServiceSpec, ServiceUsage};
-use benchlab_store::Store;
 
+use crate::context::RunCtx;
 use crate::hosts::{Pool, Role};
 
 /// Service requests are never abandoned half-way, not even on Ctrl-C: an
@@ -32,7 +32,7 @@ const SLACK: Duration = Duration::from_secs(30);
 
 /// Checks a `[[service]]` table when a study is read (set on the
 /// registry): the key at fault and what is wrong and allowed.
-pub(crate) fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
+pub fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
     let spec: ServiceSpec = serde_json::from_value(spec.clone()).map_err(|e| {
         let msg = e.to_string();
         // serde names the field it refused: point the error at it.
@@ -114,10 +114,9 @@ impl Services {
     /// restarted for a new point, and the workload's content put in place.
     /// Returns the targets in the workload's service order, or why the
     /// point cannot run.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn ready(
         &mut self,
-        ctx: &mut ServiceCtx<'_>,
+        ctx: &mut RunCtx<'_>,
         config: usize,
         point: (usize, usize),
         names: &[String],
@@ -192,11 +191,11 @@ impl Services {
 
     fn start(
         &mut self,
-        ctx: &mut ServiceCtx<'_>,
+        ctx: &mut RunCtx<'_>,
         decl: &ServiceDecl,
         point: (usize, usize),
     ) -> Result<Running, String> {
-        let plan = plan_of(decl, ctx.study, ctx.pool).map_err(|e| format!("{e:#}"))?;
+        let plan = plan_of(decl, ctx.study, &ctx.pool).map_err(|e| format!("{e:#}"))?;
         let restart_per_point = plan.spec.restart == benchlab_service::Restart::Point;
         let limit = Duration::from_secs_f64(plan.spec.ready_timeout_s.max(0.0)) + SLACK;
         let req = Request::ServiceStart {
@@ -255,7 +254,7 @@ impl Services {
         }
     }
 
-    fn stop_one(&mut self, ctx: &mut ServiceCtx<'_>, name: &str, why: &str) {
+    fn stop_one(&mut self, ctx: &mut RunCtx<'_>, name: &str, why: &str) {
         let Some(r) = self.running.remove(name) else {
             return;
         };
@@ -288,7 +287,7 @@ impl Services {
     }
 
     /// Stops every service this run holds.
-    pub(crate) fn stop_all(&mut self, ctx: &mut ServiceCtx<'_>) {
+    pub(crate) fn stop_all(&mut self, ctx: &mut RunCtx<'_>) {
         let names: Vec<String> = self.running.keys().cloned().collect();
         for n in names {
             self.stop_one(ctx, &n, "its configuration ended");
@@ -296,7 +295,7 @@ impl Services {
     }
 
     /// Why a service of the point died during it, if one did.
-    pub(crate) fn died(&self, ctx: &mut ServiceCtx<'_>, targets: &[Target]) -> Option<String> {
+    pub(crate) fn died(&self, ctx: &mut RunCtx<'_>, targets: &[Target]) -> Option<String> {
         for t in targets {
             let Some(host) = &t.managed_on else { continue };
             if let Ok(Some(reason)) = alive(ctx, host, &t.info.name) {
@@ -307,27 +306,8 @@ impl Services {
     }
 }
 
-/// What the service controller needs of the run.
-pub(crate) struct ServiceCtx<'a> {
-    pub(crate) study: &'a Study,
-    pub(crate) pool: &'a mut Pool,
-    pub(crate) store: &'a Store,
-    pub(crate) run_id: i64,
-}
-
-impl ServiceCtx<'_> {
-    fn event(&self, kind: &str, message: &str) {
-        let _ = self.store.add_event(
-            self.run_id,
-            &benchlab_core::units::now_rfc3339(),
-            kind,
-            message,
-        );
-    }
-}
-
 /// `Ok(None)`: it runs; `Ok(Some(reason))`: it died.
-fn alive(ctx: &mut ServiceCtx<'_>, host: &str, name: &str) -> Result<Option<String>, String> {
+fn alive(ctx: &mut RunCtx<'_>, host: &str, name: &str) -> Result<Option<String>, String> {
     let agent = ctx
         .pool
         .agent(host, Role::Server, 0)
@@ -345,7 +325,7 @@ fn alive(ctx: &mut ServiceCtx<'_>, host: &str, name: &str) -> Result<Option<Stri
 }
 
 fn prepare(
-    ctx: &mut ServiceCtx<'_>,
+    ctx: &mut RunCtx<'_>,
     host: &str,
     kind: &str,
     params: &Params,
@@ -373,7 +353,7 @@ fn prepare(
     }
 }
 
-fn unprepare(ctx: &mut ServiceCtx<'_>, host: &str, paths: Vec<PathBuf>) -> Result<(), String> {
+fn unprepare(ctx: &mut RunCtx<'_>, host: &str, paths: Vec<PathBuf>) -> Result<(), String> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -390,7 +370,7 @@ fn unprepare(ctx: &mut ServiceCtx<'_>, host: &str, paths: Vec<PathBuf>) -> Resul
 }
 
 /// A snapshot of every managed target's use (`None` for unmanaged ones).
-pub(crate) fn usage(ctx: &mut ServiceCtx<'_>, targets: &[Target]) -> Vec<Option<ServiceUsage>> {
+pub(crate) fn usage(ctx: &mut RunCtx<'_>, targets: &[Target]) -> Vec<Option<ServiceUsage>> {
     targets
         .iter()
         .map(|t| {

@@ -14,7 +14,7 @@ use benchlab_env::profile::Profile;
 use benchlab_env::{ChangeReport, ChangeStatus, LoadUsage, SessionSpec};
 use benchlab_store::{SettingChangeRow, Store};
 
-use crate::hosts::Pool;
+use crate::context::RunCtx;
 
 /// How long applying or reverting may take on a host.
 const ENV_TIMEOUT: Duration = Duration::from_secs(300);
@@ -55,7 +55,7 @@ fn rows(config: usize, host: &str, phase: &str, changes: &[ChangeReport]) -> Vec
 
 /// The profile a configuration names, read and parsed (profiles are found
 /// by name among the shipped ones, else as a path next to the study).
-pub(crate) fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String, String, Profile)> {
+pub fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String, String, Profile)> {
     let base = std::path::Path::new(&study.file).parent();
     let (n, text) = Profile::locate(name, base)?;
     let p = Profile::parse(&n, &text)?;
@@ -64,23 +64,19 @@ pub(crate) fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String,
 
 impl EnvControl {
     /// Makes configuration `idx` the applied one (reverting the previous).
-    #[allow(clippy::too_many_arguments)] // the runner's state, passed through
     pub(crate) fn switch(
         &mut self,
         idx: usize,
         workload: &str,
-        study: &Study,
-        pool: &mut Pool,
-        store: &mut Store,
-        run_id: i64,
-        interrupt: &AtomicBool,
+        ctx: &mut RunCtx<'_>,
     ) -> anyhow::Result<()> {
+        let study = ctx.study;
         let config = &study.configurations[idx];
         let profile_name = config.env.profile_of(workload).map(str::to_string);
         if self.current == Some(idx) && self.profile == profile_name {
             return Ok(());
         }
-        self.revert(pool, store, run_id, interrupt)?;
+        self.revert(ctx)?;
         self.current = Some(idx);
         self.profile = profile_name.clone();
         self.failed = None;
@@ -108,7 +104,8 @@ impl EnvControl {
                 return Ok(());
             }
         }
-        pool.set_launchers(&self.server.launcher, &self.client.launcher);
+        ctx.pool
+            .set_launchers(&self.server.launcher, &self.client.launcher);
         if config.env.is_empty() {
             return Ok(());
         }
@@ -117,10 +114,10 @@ impl EnvControl {
         // apply per host (net.* sysctls are per network namespace).
         let mut machines_done: Vec<String> = Vec::new();
         let mut shield_tasks = None;
-        for (host, boot_id) in pool.boot_ids.clone() {
+        for (host, boot_id) in ctx.pool.boot_ids.clone() {
             let first_on_machine = !machines_done.contains(&boot_id);
             machines_done.push(boot_id);
-            let netns = match &pool.host(&host).transport {
+            let netns = match &ctx.pool.host(&host).transport {
                 Transport::Netns(n) => Some(n.clone()),
                 _ => None,
             };
@@ -157,23 +154,13 @@ impl EnvControl {
                     continue;
                 }
                 let spawned = if machine {
-                    pool.spawn_env_machine(&host)
+                    ctx.pool.spawn_env_machine(&host)
                 } else {
-                    pool.spawn_env(&host)
+                    ctx.pool.spawn_env(&host)
                 };
                 if let Err(e) = spawned
                     .map_err(|e| format!("host {}: {e}", spec.host))
-                    .and_then(|agent| {
-                        self.apply_one(
-                            agent,
-                            spec,
-                            idx,
-                            store,
-                            run_id,
-                            interrupt,
-                            &mut shield_tasks,
-                        )
-                    })
+                    .and_then(|agent| self.apply_one(agent, spec, idx, ctx, &mut shield_tasks))
                 {
                     self.failed = Some(e);
                     break;
@@ -185,7 +172,7 @@ impl EnvControl {
         }
         if self.failed.is_some() {
             // Nothing half-applied stays: what did apply is reverted now.
-            self.revert_sessions(store, run_id, interrupt)?;
+            self.revert_sessions(ctx.store, ctx.run_id, ctx.interrupt)?;
             return Ok(());
         }
         if let Some(t) = shield_tasks {
@@ -196,17 +183,15 @@ impl EnvControl {
     }
 
     /// Applies one host's part; `Err(reason)` when it could not be.
-    #[allow(clippy::too_many_arguments)]
     fn apply_one(
         &mut self,
         mut agent: AgentHandle,
         spec: SessionSpec,
         idx: usize,
-        store: &mut Store,
-        run_id: i64,
-        interrupt: &AtomicBool,
+        ctx: &mut RunCtx<'_>,
         shield_tasks: &mut Option<String>,
     ) -> Result<(), String> {
+        let (store, run_id, interrupt) = (&mut *ctx.store, ctx.run_id, ctx.interrupt);
         let host = spec.host.clone();
         let name = self.config_name.clone();
         let has_load = spec.load.is_some();
@@ -302,17 +287,11 @@ impl EnvControl {
     }
 
     /// Reverts the applied configuration, if any.
-    pub(crate) fn revert(
-        &mut self,
-        pool: &mut Pool,
-        store: &mut Store,
-        run_id: i64,
-        interrupt: &AtomicBool,
-    ) -> anyhow::Result<()> {
-        self.revert_sessions(store, run_id, interrupt)?;
+    pub(crate) fn revert(&mut self, ctx: &mut RunCtx<'_>) -> anyhow::Result<()> {
+        self.revert_sessions(ctx.store, ctx.run_id, ctx.interrupt)?;
         self.current = None;
         self.profile = None;
-        pool.set_launchers(&[], &[]);
+        ctx.pool.set_launchers(&[], &[]);
         Ok(())
     }
 

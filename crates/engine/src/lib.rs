@@ -1,0 +1,20 @@
+//! benchlab's engine: checks every host of a study, expands it into
+//! repetitions, applies each configuration, starts its services, drives
+//! the agents through every repetition and records each sample the moment
+//! it finishes. The command line parses, prints and builds the registry;
+//! the engine is told nothing about terminals and reports its progress to
+//! an [`Observer`].
+
+mod combine;
+mod context;
+mod envrun;
+mod hosts;
+mod observer;
+mod runner;
+mod services;
+
+pub use envrun::load_profile;
+pub use hosts::spawn_for_restore;
+pub use observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
+pub use runner::{stored_plan, Outcome, Run};
+pub use services::check as check_service;
