@@ -40,7 +40,13 @@ pub struct StudyError {
 
 impl fmt::Display for StudyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        // Line 0: the error is not in a file's text (a command-line
+        // option, an unreadable file), so no position is shown.
+        if self.line == 0 {
+            write!(f, "{}: ", self.file)?;
+        } else {
+            write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        }
         if !self.key.is_empty() {
             write!(f, "key `{}`: ", self.key)?;
         }

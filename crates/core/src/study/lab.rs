@@ -79,7 +79,7 @@ impl Study {
                 file: "--host".into(),
                 line: 0,
                 column: 0,
-                key: o.clone(),
+                key: String::new(),
                 message,
             })?;
             let hosts = parse_hosts(&format!("--host {o}"), &text)?;
