@@ -56,21 +56,35 @@ pub struct Placement {
     pub cgroup_tasks: Option<String>,
 }
 
+/// The largest CPU number a list may name: what `sched_setaffinity` can
+/// pin (`CPU_SETSIZE` − 1). Checked while parsing, so that a range such as
+/// `"0-4294967295"` is an error rather than billions of entries (issue 14:
+/// the fuzzer's second find, an allocation failure that aborted).
+pub const MAX_CPU: usize = libc::CPU_SETSIZE as usize - 1;
+
 /// Parses a CPU list such as `"0"`, `"0,2"` or `"0-3,8"`.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     let mut cpus = Vec::new();
+    let bad = || format!("`{text}` is not a CPU list (examples: \"0\", \"0,2\", \"0-3,8\")");
+    let cpu = |s: &str| -> Result<usize, String> {
+        let n: usize = s.trim().parse().map_err(|_| bad())?;
+        if n > MAX_CPU {
+            return Err(format!(
+                "`{text}`: CPU {n} is beyond the largest CPU benchlab can pin ({MAX_CPU})"
+            ));
+        }
+        Ok(n)
+    };
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("`{text}` is not a CPU list (examples: \"0\", \"0,2\", \"0-3,8\")");
         match part.split_once('-') {
             Some((a, b)) => {
-                let a: usize = a.trim().parse().map_err(|_| bad())?;
-                let b: usize = b.trim().parse().map_err(|_| bad())?;
+                let (a, b) = (cpu(a)?, cpu(b)?);
                 if a > b {
                     return Err(bad());
                 }
                 cpus.extend(a..=b);
             }
-            None => cpus.push(part.parse().map_err(|_| bad())?),
+            None => cpus.push(cpu(part)?),
         }
     }
     if cpus.is_empty() {
@@ -251,6 +265,26 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
         assert!(parse_cpu_list("").is_err());
+    }
+
+    /// Issue 14, found by the fuzzer (crates/fuzz): a huge range was
+    /// expanded before anything checked it, and the allocation aborted.
+    #[test]
+    fn issue_14_huge_cpu_ranges_are_errors() {
+        for text in [
+            "0-4294967295",
+            "0-18446744073709551615",
+            "1024",
+            "5,0-99999999",
+        ] {
+            let e = parse_cpu_list(text).unwrap_err();
+            assert!(
+                e.contains("beyond the largest CPU benchlab can pin (1023)"),
+                "{e}"
+            );
+        }
+        assert_eq!(parse_cpu_list("1023").unwrap(), [1023]);
+        assert_eq!(parse_cpu_list("0-1023").unwrap().len(), 1024);
     }
 
     #[test]

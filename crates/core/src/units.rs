@@ -34,7 +34,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     if bytes.fract() != 0.0 {
         return Err(format!("`{text}` is not a whole number of bytes"));
     }
-    if bytes > u64::MAX as f64 / 2.0 {
+    // Parameter values are i64 (`Value::Int`): 2^63 and beyond would wrap
+    // to a negative size.
+    if bytes >= i64::MAX as f64 {
         return Err(format!("`{text}` is too large"));
     }
     Ok(bytes as u64)
@@ -92,25 +94,32 @@ pub fn parse_count_range(text: &str) -> Result<Vec<u64>, String> {
     if lo == 0 || hi < lo {
         return Err(format!("`{text}`: expected 0 < FROM ≤ TO"));
     }
+    // Parameter values are i64 (`Value::Int`): a larger TO would wrap to
+    // a negative count (issue 14, found by the fuzzer).
+    if hi > i64::MAX as u64 {
+        return Err(format!("`{text}`: TO must be at most {}", i64::MAX));
+    }
     let mut out = vec![lo];
     loop {
         let last = *out.last().expect("non-empty");
+        // Past u64 is past TO: the checked forms end the range there
+        // instead of overflowing (issue 14, found by the fuzzer).
         let next = match step {
             Some(s) => {
                 let s = num(s)?;
                 if s == 0 {
                     return Err(format!("`{text}`: the step must be at least 1"));
                 }
-                last + s
+                last.checked_add(s)
             }
-            None => last * 2,
+            None => last.checked_mul(2),
         };
-        if next > hi {
+        let Some(next) = next.filter(|&n| n <= hi) else {
             if last != hi && step.is_none() {
                 out.push(hi);
             }
             break;
-        }
+        };
         if out.len() == MAX_RANGE_SIZES {
             return Err(format!("`{text}` has more than {MAX_RANGE_SIZES} values"));
         }
@@ -192,6 +201,34 @@ mod tests {
             .contains("power of two"));
         assert!(parse_size_range("64k..8k").is_err());
         assert!(parse_size_range("0..8k").is_err());
+    }
+
+    /// Issue 14, found by the fuzzer (crates/fuzz): ranges reaching the
+    /// end of u64 overflowed (a panic in debug builds), and values past
+    /// i64::MAX became negative parameters.
+    #[test]
+    fn issue_14_ranges_at_the_integer_limits() {
+        for text in [
+            "1..18446744073709551615",
+            "2..18446744073709551615 step 18446744073709551614",
+            "1..9223372036854775808 step 9223372036854775807",
+        ] {
+            let e = parse_count_range(text).unwrap_err();
+            assert!(e.contains("at most 9223372036854775807"), "{e}");
+        }
+        // Up to i64::MAX the range holds, its top included, no overflow.
+        let top = i64::MAX as u64;
+        assert_eq!(
+            parse_count_range("1..9223372036854775807 step 9223372036854775806").unwrap(),
+            [1, top]
+        );
+        assert_eq!(
+            parse_count_range("4611686018427387904..9223372036854775807").unwrap(),
+            [1 << 62, top]
+        );
+        assert!(parse_size("8388608TiB").unwrap_err().contains("too large"));
+        assert!(parse_size("9223372036854775808").is_err());
+        assert!(parse_size_range("1..8388608TiB").is_err());
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn parse_hosts(file: &str, text: &str) -> Result<Vec<Host>, StudyError> {
 fn host_option(option: &str) -> Result<String, String> {
     let (role, spec) = option
         .split_once('=')
-        .ok_or_else(|| format!("`{option}`: expected ROLE=SPEC, SPEC one of {HOST_SPEC_FORMS}"))?;
+        .ok_or_else(|| format!("expected ROLE=SPEC, SPEC one of {HOST_SPEC_FORMS}"))?;
     let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
     let mut t = format!("[[host]]\nname = {}\n", q(role.trim()));
     let spec = spec.trim();
@@ -44,17 +44,17 @@ fn host_option(option: &str) -> Result<String, String> {
         t.push_str(&format!("ssh = {}\n", q(dest)));
     } else if let Some(rest) = spec.strip_prefix("netns:") {
         let (name, addr) = rest.split_once('@').ok_or_else(|| {
-            format!("`{option}`: a namespace host needs its data address: netns:NAME@ADDRESS")
+            "a namespace host needs its data address: netns:NAME@ADDRESS".to_string()
         })?;
         t.push_str(&format!("netns = {}\naddress = {}\n", q(name), q(addr)));
     } else if let Some(rest) = spec.strip_prefix("agent:") {
         let (addr, key) = rest.split_once(",key=").ok_or_else(|| {
-            format!("`{option}`: an agent host needs its key file: agent:HOST:PORT,key=FILE")
+            "an agent host needs its key file: agent:HOST:PORT,key=FILE".to_string()
         })?;
         t.push_str(&format!("agent = {}\nkey_file = {}\n", q(addr), q(key)));
     } else {
         return Err(format!(
-            "`{option}`: unknown host form `{spec}` (allowed: {HOST_SPEC_FORMS})"
+            "unknown host form `{spec}` (allowed: {HOST_SPEC_FORMS})"
         ));
     }
     Ok(t)
@@ -79,7 +79,7 @@ impl Study {
                 file: "--host".into(),
                 line: 0,
                 column: 0,
-                key: String::new(),
+                key: o.clone(),
                 message,
             })?;
             let hosts = parse_hosts(&format!("--host {o}"), &text)?;
