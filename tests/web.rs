@@ -350,3 +350,67 @@ fn benchlab_killed_at_any_moment_leaves_nothing_after_restore() {
         assert_nothing_left(&s);
     }
 }
+
+/// Bad input stops the run before anything starts, with the service's own
+/// message: nothing is run or stored, no server is left.
+#[test]
+fn bad_service_input_is_refused_before_anything_runs() {
+    if nginx_missing() {
+        return;
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let s = Scratch::new();
+    let foreign = s.path("someone-elses-www");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("index.html"), "mine").unwrap();
+    let template = s.path("my-nginx.conf");
+    std::fs::write(&template, "daemon off;\nworker_processes {{nope}};\n").unwrap();
+    let cases = [
+        (
+            format!(
+                "kind = \"nginx\"\ndocument_root = \"{}\"",
+                foreign.display()
+            ),
+            "document_root",
+        ),
+        (format!("kind = \"nginx\"\nport = {port}"), "already in use"),
+        (
+            "kind = \"command\"\nargv = [\"/nonexistent/httpd\", \"{{port}}\"]".to_string(),
+            "/nonexistent/httpd",
+        ),
+        (
+            format!("kind = \"nginx\"\nconfig = \"{}\"", template.display()),
+            "nope",
+        ),
+    ];
+    for (i, (service, says)) in cases.iter().enumerate() {
+        let f = s.study(
+            &format!("bad{i}.toml"),
+            &format!(
+                "[study]\nname = \"bad\"\n[defaults]\nrepetitions = 1\nduration_s = 0.3\nwarmup_s = 0\nquiesce_s = 0\n\
+                 [[service]]\nname = \"web\"\n{service}\n\
+                 [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = 1\nfile_set = \"single\"\n"
+            ),
+        );
+        let out = command(&s)
+            .args(["run", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{service}: {err}");
+        assert!(err.contains(says), "{service}: `{says}` not in: {err}");
+        assert!(err.contains("web"), "names the service: {err}");
+        // Nothing ran: no run stored, the foreign directory untouched.
+        assert!(
+            !s.run_ok(&["list"]).contains("bad"),
+            "a run was stored for {service}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("index.html")).unwrap(),
+        "mine"
+    );
+    drop(taken);
+    assert_nothing_left(&s);
+}

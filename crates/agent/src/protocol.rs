@@ -96,6 +96,15 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scratch_base: Option<String>,
     },
+    /// Every check a `ServiceStart` would make, on this host, without
+    /// starting anything (a run's preflight).
+    ServiceCheck {
+        /// The service, as `ServiceStart` would get it.
+        plan: benchlab_service::ServicePlan,
+        /// As `ServiceStart`'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scratch_base: Option<String>,
+    },
     /// A snapshot of what a running service's processes use.
     ServiceUsage {
         /// The service's name.
@@ -220,6 +229,8 @@ pub enum Response {
         /// Where clients reach it (its listen address).
         address: SocketAddr,
     },
+    /// Answer to `ServiceCheck`: it would start.
+    ServiceChecked,
     /// Answer to `ServiceUsage`.
     ServiceUsage {
         /// The snapshot.

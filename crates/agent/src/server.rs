@@ -209,14 +209,18 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                 crate::service::stop_all();
                 env_request(Request::EnvRestore)
             }
-            (State::Idle, req @ (Request::ServiceStart { .. } | Request::ServiceStop { .. })) => {
-                crate::service::handle(req)
-            }
+            (
+                State::Idle,
+                req @ (Request::ServiceStart { .. }
+                | Request::ServiceStop { .. }
+                | Request::ServiceCheck { .. }),
+            ) => crate::service::handle(req),
             // Observing a service is allowed while this agent also serves.
             (_, req @ (Request::ServiceUsage { .. } | Request::ServiceAlive { .. })) => {
                 crate::service::handle(req)
             }
             (state, Request::ServiceStart { .. }) => refuse(state, "service_start"),
+            (state, Request::ServiceCheck { .. }) => refuse(state, "service_check"),
             (state, Request::ServiceStop { .. }) => refuse(state, "service_stop"),
             (
                 State::Idle,

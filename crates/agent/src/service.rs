@@ -80,6 +80,13 @@ pub(crate) fn handle(req: Request) -> Response {
                 Err(e) => error(e.to_string()),
             }
         }
+        Request::ServiceCheck { plan, scratch_base } => {
+            let opts = StartOptions::new(scratch_base.map(PathBuf::from));
+            match Service::check(&plan, &opts) {
+                Ok(()) => Response::ServiceChecked,
+                Err(e) => error(e.to_string()),
+            }
+        }
         Request::ServiceUsage { name } => match services().iter().find(|s| s.name() == name) {
             Some(s) => Response::ServiceUsage { usage: s.usage() },
             None => not_running(&name),

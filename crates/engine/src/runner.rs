@@ -112,7 +112,8 @@ impl Run<'_> {
             observer,
             restore_first,
         } = self;
-        let (pool, inventories) = Pool::preflight(study, interrupt, restore_first)?;
+        let (mut pool, inventories) = Pool::preflight(study, interrupt, restore_first)?;
+        services::check_all(study, &mut pool)?;
         let started = now_rfc3339();
         let run_id = store.create_run(&NewRun {
             study_name: &study.name,
@@ -215,7 +216,8 @@ impl Run<'_> {
             }
         }
         let study = plan.study;
-        let (pool, inventories) = Pool::preflight(&study, interrupt, restore_first)?;
+        let (mut pool, inventories) = Pool::preflight(&study, interrupt, restore_first)?;
+        services::check_all(&study, &mut pool)?;
         store_hosts(store, run_id, inventories)?;
         store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
         store.add_event(run_id, &now_rfc3339(), "resumed", "")?;
@@ -292,14 +294,6 @@ impl Engine<'_> {
             .copied()
             .collect();
 
-        // Every managed service's template and variables are checked before
-        // anything runs.
-        for c in &study.configurations {
-            for decl in c.services.iter().filter(|d| d.address.is_none()) {
-                services::plan_of(decl, study, &self.ctx.pool)
-                    .with_context(|| format!("configuration `{}`", c.name))?;
-            }
-        }
         self.observer.start(&RunStart {
             units: todo
                 .iter()

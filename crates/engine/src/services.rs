@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use anyhow::Context;
 use benchlab_agent::{Request, Response};
 use benchlab_core::study::{ServiceDecl, Study};
 use benchlab_core::{Params, ServiceInfo, SideResult};
@@ -75,6 +76,51 @@ pub(crate) fn plan_of(
         .map(Path::to_path_buf)
         .unwrap_or_default();
     Ok(spec.plan(&base)?)
+}
+
+/// Checks every managed service of every configuration before anything
+/// runs: on the controller (the template and its variables) and on the
+/// service's host through its agent (the program installed, the CPUs
+/// online, the port free, the document root not someone else's), so that
+/// bad input stops the run before its first point.
+pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
+    let mut checked: Vec<&serde_json::Value> = Vec::new();
+    for c in &study.configurations {
+        for decl in c.services.iter().filter(|d| d.address.is_none()) {
+            // Configurations that run a service alike check it once.
+            if checked.contains(&&decl.spec) {
+                continue;
+            }
+            checked.push(&decl.spec);
+            let within = || format!("configuration `{}`", c.name);
+            let plan = plan_of(decl, study, pool).with_context(within)?;
+            let agent = pool
+                .agent(&decl.host, Role::Server, 0)
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(within)?;
+            match agent.request(
+                &Request::ServiceCheck {
+                    plan,
+                    scratch_base: None,
+                },
+                QUICK,
+                &NEVER,
+            ) {
+                Ok(Response::ServiceChecked) => {}
+                Ok(Response::Error { message, .. }) => {
+                    return Err(anyhow::anyhow!("{message}")).with_context(within)
+                }
+                Ok(other) => {
+                    return Err(anyhow::anyhow!(
+                        "service `{}`: unexpected answer {other:?}",
+                        decl.name
+                    ))
+                }
+                Err(e) => return Err(anyhow::anyhow!("service `{}`: {e}", decl.name)),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A service this run started and holds.

@@ -494,6 +494,13 @@ fn wait_ready(
 }
 
 impl Service {
+    /// Every check a start makes — the spec, the template's variables,
+    /// secrets, the program, CPUs, the port, the document root, the
+    /// scratch base — on this host, starting and creating nothing.
+    pub fn check(plan: &ServicePlan, opts: &StartOptions) -> Result<(), ServiceError> {
+        crate::prepare::prepare(plan, opts).map(drop)
+    }
+
     /// Starts a service: every check first (nothing is made before they
     /// pass), then — journal first — its scratch directory, its document
     /// root and its process group, then waits until its probe answers.
