@@ -411,6 +411,35 @@ impl Ctx<'_> {
         }
     }
 
+    /// A list of distinct names, each one of `allowed` (`targets`,
+    /// `client`, `service`); with `one_ok`, a single name stands for a list
+    /// of one. `expected` says what is allowed when it is neither.
+    fn name_list(
+        &self,
+        v: &Val,
+        path: &str,
+        allowed: &[&str],
+        one_ok: bool,
+        expected: &str,
+    ) -> Result<Vec<String>, StudyError> {
+        let list = match v.get_ref() {
+            DeValue::Array(a) if !a.is_empty() => a,
+            DeValue::Array(_) => return Err(self.err(v.span(), path, expected)),
+            _ if one_ok => return Ok(vec![self.choice(v, path, allowed)?]),
+            _ => return Err(self.err(v.span(), path, expected)),
+        };
+        let mut out: Vec<String> = Vec::new();
+        for (j, x) in list.iter().enumerate() {
+            let key = format!("{path}[{j}]");
+            let name = self.choice(x, &key, allowed)?;
+            if out.contains(&name) {
+                return Err(self.err(x.span(), &key, format!("`{name}` is listed twice")));
+            }
+            out.push(name);
+        }
+        Ok(out)
+    }
+
     fn choice(&self, v: &Val, path: &str, allowed: &[&str]) -> Result<String, StudyError> {
         let s = self.string(v, path).map_err(|mut e| {
             e.message = format!("{} (allowed: {})", e.message, quoted_list(allowed));
@@ -1793,76 +1822,40 @@ impl Ctx<'_> {
                 None => vec![DEFAULT_CLIENT_HOST.to_string()],
                 Some(v) => {
                     let key = format!("{path}.client");
-                    match v.get_ref() {
-                        DeValue::Array(list) => {
-                            if list.is_empty() {
-                                return Err(self.err(
-                                    v.span(),
-                                    &key,
-                                    format!(
-                                        "expected a host name or a non-empty list of them (hosts: {})",
-                                        quoted_list(host_names)
-                                    ),
-                                ));
-                            }
-                            if list.len() > 1 && !wl.clients_axis() {
-                                return Err(self.err(
-                                    v.span(),
-                                    &key,
-                                    format!(
-                                        "`{kind}` runs one client per target: several client hosts need a workload with a clients axis"
-                                    ),
-                                ));
-                            }
-                            let mut out: Vec<String> = Vec::new();
-                            for (j, x) in list.iter().enumerate() {
-                                let name = self.choice(x, &format!("{key}[{j}]"), host_names)?;
-                                if out.contains(&name) {
-                                    return Err(self.err(
-                                        x.span(),
-                                        &format!("{key}[{j}]"),
-                                        format!("`{name}` is listed twice"),
-                                    ));
-                                }
-                                out.push(name);
-                            }
-                            out
-                        }
-                        _ => vec![self.choice(v, &key, host_names)?],
+                    let list = self.name_list(
+                        v,
+                        &key,
+                        host_names,
+                        true,
+                        &format!(
+                            "expected a host name or a non-empty list of them (hosts: {})",
+                            quoted_list(host_names)
+                        ),
+                    )?;
+                    if list.len() > 1 && !wl.clients_axis() {
+                        return Err(self.err(
+                            v.span(),
+                            &key,
+                            format!(
+                                "`{kind}` runs one client per target: several client hosts need a workload with a clients axis"
+                            ),
+                        ));
                     }
+                    list
                 }
             };
             let client = client_hosts[0].clone();
             let servers = match (t.get("targets"), host_key("server")?) {
-                (Some(v), None) => {
-                    let key = format!("{path}.targets");
-                    let list = match v.get_ref() {
-                        DeValue::Array(a) if !a.is_empty() => a,
-                        _ => {
-                            return Err(self.err(
-                                v.span(),
-                                &key,
-                                format!(
-                                    "expected a non-empty list of host names (hosts: {})",
-                                    quoted_list(host_names)
-                                ),
-                            ))
-                        }
-                    };
-                    let mut out: Vec<String> = Vec::new();
-                    for (j, x) in list.iter().enumerate() {
-                        let name = self.choice(x, &format!("{key}[{j}]"), host_names)?;
-                        if out.contains(&name) {
-                            return Err(self.err(
-                                x.span(),
-                                &format!("{key}[{j}]"),
-                                format!("`{name}` is listed twice"),
-                            ));
-                        }
-                        out.push(name);
-                    }
-                    out
-                }
+                (Some(v), None) => self.name_list(
+                    v,
+                    &format!("{path}.targets"),
+                    host_names,
+                    false,
+                    &format!(
+                        "expected a non-empty list of host names (hosts: {})",
+                        quoted_list(host_names)
+                    ),
+                )?,
                 (Some(v), Some(_)) => {
                     return Err(self.err(
                         v.span(),
@@ -1887,43 +1880,27 @@ impl Ctx<'_> {
                             format!("`{kind}` runs its own server side: `service` is for workloads that drive a real server"),
                         ));
                     }
-                    let list: Vec<&Val> = match v.get_ref() {
-                        DeValue::Array(a) if !a.is_empty() => a.iter().collect(),
-                        DeValue::Array(_) => {
+                    let out = self.name_list(
+                        v,
+                        &key,
+                        &names,
+                        true,
+                        "expected a service name or a non-empty list of them",
+                    )?;
+                    let host_of = |n: &String| {
+                        services
+                            .iter()
+                            .find(|s| &s.name == n)
+                            .map(|s| s.host.as_str())
+                    };
+                    for (j, n) in out.iter().enumerate() {
+                        if out[..j].iter().any(|o| host_of(o) == host_of(n)) {
                             return Err(self.err(
                                 v.span(),
                                 &key,
-                                "expected a service name or a non-empty list of them",
-                            ))
-                        }
-                        _ => vec![v],
-                    };
-                    let mut out: Vec<String> = Vec::new();
-                    for (j, x) in list.into_iter().enumerate() {
-                        let k = if matches!(v.get_ref(), DeValue::Array(_)) {
-                            format!("{key}[{j}]")
-                        } else {
-                            key.clone()
-                        };
-                        let name = self.choice(x, &k, &names)?;
-                        let host = &services
-                            .iter()
-                            .find(|s| s.name == name)
-                            .expect("chosen")
-                            .host;
-                        if out.contains(&name)
-                            || out.iter().any(|o| {
-                                &services.iter().find(|s| &s.name == o).expect("chosen").host
-                                    == host
-                            })
-                        {
-                            return Err(self.err(
-                                x.span(),
-                                &k,
-                                format!("`{name}` is listed twice, or shares its host with another listed service (each target is one host)"),
+                                format!("`{n}` shares its host with another listed service (each target is one host)"),
                             ));
                         }
-                        out.push(name);
                     }
                     out
                 }

@@ -470,34 +470,8 @@ fn chart(t: &Table, index: usize, o: &mut String) {
         esc(&title_of(t))
     );
     // Axes and grid.
-    for v in &yt {
-        let yy = y(*v);
-        let _ = writeln!(
-            o,
-            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            left + pw,
-            left - 6.0,
-            yy + 4.0,
-            esc(&fmt_tick(*v))
-        );
-    }
-    let _ = writeln!(
-        o,
-        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
-        top + ph,
-        left + pw,
-        top + ph,
-        top + ph
-    );
-    for (i, row) in t.rows.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            x(i),
-            top + ph + 16.0,
-            esc(&row.label)
-        );
-    }
+    let labels: Vec<&str> = t.rows.iter().map(|r| r.label.as_str()).collect();
+    axes(o, (left, top, pw, ph), &yt, &y, &labels, &x);
     let _ = writeln!(
         o,
         "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
@@ -857,34 +831,8 @@ fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
         esc(id),
         esc(label)
     );
-    for t in &yt {
-        let yy = y(*t);
-        let _ = writeln!(
-            o,
-            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            left + pw,
-            left - 6.0,
-            yy + 4.0,
-            esc(&fmt_tick(*t))
-        );
-    }
-    let _ = writeln!(
-        o,
-        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
-        top + ph,
-        left + pw,
-        top + ph,
-        top + ph
-    );
-    for (i, l) in v.x.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            x(i),
-            top + ph + 16.0,
-            esc(l)
-        );
-    }
+    let labels: Vec<&str> = v.x.iter().map(String::as_str).collect();
+    axes(o, (left, top, pw, ph), &yt, &y, &labels, &x);
     let _ = writeln!(
         o,
         "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text><text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
@@ -1461,6 +1409,47 @@ fn steps_html(report: &RunReport, o: &mut String) {
         );
     }
     o.push_str("</table>\n");
+}
+
+/// The grid lines with their tick labels, the two axes, and the x labels
+/// of a chart whose plot area is `(left, top, width, height)`: shared by
+/// the bar charts and the curves.
+fn axes(
+    o: &mut String,
+    (left, top, pw, ph): (f64, f64, f64, f64),
+    ticks: &[f64],
+    y: &dyn Fn(f64) -> f64,
+    labels: &[&str],
+    x: &dyn Fn(usize) -> f64,
+) {
+    for v in ticks {
+        let yy = y(*v);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left + pw,
+            left - 6.0,
+            yy + 4.0,
+            esc(&fmt_tick(*v))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph
+    );
+    for (i, l) in labels.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            x(i),
+            top + ph + 16.0,
+            esc(l)
+        );
+    }
 }
 
 #[cfg(test)]
