@@ -33,6 +33,7 @@ NEEDED=(
   "/usr/sbin/nginx nginx"
   "/usr/sbin/apache2 apache2"
   "wrk wrk"
+  "python3 python3"
 )
 
 have() {
