@@ -18,6 +18,13 @@ export DEBIAN_FRONTEND=noninteractive
 #   chromium      the HTML report test renders the demo report headless
 #   nginx, apache2, wrk   the web workload's real servers and its reference
 #                 load generator
+#   rabbitmq-server   the broker the mq workloads load (run as a plain
+#                 process with its own epmd, never the system service)
+#   smbd, smbclient, dbench   the file server fileserver.load drives, its
+#                 client library, and dbench's NetBench load file
+#   initdb, pg_ctl   PostgreSQL, the lab store's second backend
+#   chromedriver  drives chromium in the `benchlab serve` browser test
+#   pkg-config    finds libsmbclient when the SMB client is built
 NEEDED=(
   "ip iproute2"
   "tc iproute2"
@@ -34,6 +41,14 @@ NEEDED=(
   "/usr/sbin/apache2 apache2"
   "wrk wrk"
   "python3 python3"
+  "/usr/sbin/rabbitmq-server rabbitmq-server"
+  "/usr/sbin/smbd samba"
+  "smbclient smbclient"
+  "/usr/include/samba-4.0/libsmbclient.h libsmbclient-dev"
+  "dbench dbench"
+  "/usr/lib/postgresql/15/bin/initdb postgresql"
+  "chromedriver chromium-driver"
+  "pkg-config pkg-config"
 )
 
 have() {
