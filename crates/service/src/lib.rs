@@ -32,6 +32,7 @@ mod prepare;
 pub mod probe;
 pub mod procfs;
 pub mod run;
+pub mod samba;
 pub mod spec;
 pub mod template;
 

@@ -44,6 +44,9 @@ pub(crate) struct Prepared {
     pub secrets: Vec<String>,
     /// What the gate execs, prepared before the fork.
     pub exec: (CString, Vec<CString>, CString),
+    /// For Samba: the test user and its password (from
+    /// `secrets.password`).
+    pub samba_user: Option<(String, String)>,
 }
 
 /// Checks everything and works the start out.
@@ -60,6 +63,13 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
     let program = find_program(spec, &program)?;
     let version = version_of(spec.kind, &program);
     check_cpus(spec)?;
+    if crate::samba::is(spec.kind) {
+        crate::samba::check_root(spec).map_err(|(key, message)| ServiceError::Spec {
+            service: spec.name.clone(),
+            key,
+            message,
+        })?;
+    }
     let listen = check_port(spec)?;
     let root = check_root(spec)?;
     if !opts.scratch_base.is_dir() {
@@ -76,6 +86,7 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
         unique()
     ));
     let document_root = match &root {
+        Root::InScratch if crate::samba::is(spec.kind) => scratch.join("share"),
         Root::InScratch => scratch.join("htdocs"),
         Root::Create(p) | Root::Ours(p) => p.clone(),
     };
@@ -123,6 +134,11 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
             );
             (a.clone(), a)
         }
+        ServiceKind::Samba => {
+            let a =
+                crate::samba::argv(&p, config_file.as_deref().expect("servers have a template"));
+            (a.clone(), a)
+        }
         ServiceKind::Command => {
             let (mut a, mut shown) = (render_argv(spec, &real)?, render_argv(spec, &masked)?);
             a[0] = p.clone();
@@ -137,7 +153,17 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
             .collect::<Result<Vec<_>, _>>()?,
         cstring(&spec.name, scratch.as_os_str().as_bytes())?,
     );
+    let samba_user = crate::samba::is(spec.kind).then(|| {
+        (
+            real["user"].clone(),
+            secrets
+                .get(crate::samba::PASSWORD_SECRET)
+                .cloned()
+                .unwrap_or_default(),
+        )
+    });
     Ok(Prepared {
+        samba_user,
         spec: spec.clone(),
         config_origin: plan.template.as_ref().map(|t| t.origin.clone()),
         program: p,
@@ -156,7 +182,7 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
 }
 
 /// The uid and gid of a user, `None` when it does not exist.
-fn user_ids(name: &str) -> Option<(u32, u32)> {
+pub(crate) fn user_ids(name: &str) -> Option<(u32, u32)> {
     let c = CString::new(name).ok()?;
     // SAFETY: getpwnam_r with our own buffers; the result points into them.
     unsafe {
@@ -380,6 +406,9 @@ pub(crate) fn find_program(spec: &ServiceSpec, program: &str) -> Result<PathBuf,
 
 /// The server's version line, from `nginx -v` / `apache2 -v`.
 fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
+    if crate::samba::is(kind) {
+        return crate::samba::version(program);
+    }
     let out = std::process::Command::new(program)
         .arg("-v")
         .output()
@@ -392,7 +421,7 @@ fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
     let key = match kind {
         ServiceKind::Nginx => "nginx version:",
         ServiceKind::Apache2 => "Server version:",
-        ServiceKind::Command => return None,
+        ServiceKind::Command | ServiceKind::Samba => return None,
     };
     text.lines()
         .find_map(|l| l.trim().strip_prefix(key))

@@ -287,6 +287,9 @@ struct Partial {
     dirs: Vec<PathBuf>,
     pid: Option<i32>,
     exit: Option<String>,
+    /// The effective configuration a server reported (Samba's
+    /// `testparm -s`), shown instead of the rendered template.
+    effective_config: Option<String>,
 }
 
 impl Partial {
@@ -304,6 +307,7 @@ impl Partial {
             dirs: Vec::new(),
             pid: None,
             exit: None,
+            effective_config: None,
         })
     }
 
@@ -381,6 +385,16 @@ impl Partial {
                 .open(path)
                 .and_then(|mut f| f.write_all(text.as_bytes()))
                 .map_err(self.io(format!("write {}", path.display())))?;
+        }
+        if let (Some((user, password)), Some((config, _))) = (&p.samba_user, &p.config) {
+            let effective =
+                crate::samba::lay_out(&p.scratch, config, &p.document_root, user, password)
+                    .map_err(|message| ServiceError::Start {
+                        service: self.name.clone(),
+                        message: mask(&message, &p.secrets),
+                        log: String::new(),
+                    })?;
+            self.effective_config = Some(effective);
         }
         let output = OpenOptions::new()
             .append(true)
@@ -550,7 +564,7 @@ impl Service {
             program: p.program,
             argv: p.argv_shown,
             config_origin: p.config_origin,
-            config: p.config_shown,
+            config: partial.effective_config.take().or(p.config_shown),
             listen: p.listen,
             document_root: p.document_root,
             cpus: p.spec.cpus.clone(),

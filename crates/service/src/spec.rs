@@ -15,6 +15,7 @@ use crate::{template, ServiceError};
 pub const SHIPPED: &[(&str, &str)] = &[
     ("nginx", include_str!("../../../services/nginx.conf")),
     ("apache2", include_str!("../../../services/apache2.conf")),
+    ("smb", include_str!("../../../services/smb.conf")),
 ];
 
 /// Variables benchlab always sets itself; a study cannot override them.
@@ -50,6 +51,10 @@ pub enum ServiceKind {
     Apache2,
     /// Any program (`argv`), run in the foreground.
     Command,
+    /// Debian's Samba file server, run as `smbd --foreground
+    /// --no-process-group -s CONF` with its test user in a tdbsam database
+    /// of the scratch directory (see [`crate::samba`]).
+    Samba,
 }
 
 impl ServiceKind {
@@ -59,6 +64,7 @@ impl ServiceKind {
             ServiceKind::Nginx => "nginx",
             ServiceKind::Apache2 => "apache2",
             ServiceKind::Command => "command",
+            ServiceKind::Samba => "samba",
         }
     }
 
@@ -68,6 +74,7 @@ impl ServiceKind {
             ServiceKind::Nginx => Some(("nginx", "nginx")),
             ServiceKind::Apache2 => Some(("apache2", "apache2")),
             ServiceKind::Command => None,
+            ServiceKind::Samba => Some(("smbd", "samba")),
         }
     }
 
@@ -77,6 +84,7 @@ impl ServiceKind {
             ServiceKind::Nginx => Some("nginx"),
             ServiceKind::Apache2 => Some("apache2"),
             ServiceKind::Command => None,
+            ServiceKind::Samba => Some("smb"),
         }
     }
 }
@@ -377,6 +385,9 @@ impl ServiceSpec {
         }
         if self.cpus.as_ref().is_some_and(|c| c.is_empty()) {
             return Err(self.err("cpus", "the CPU list is empty"));
+        }
+        if self.kind == ServiceKind::Samba {
+            crate::samba::validate(self).map_err(|(key, m)| self.err(&key, m))?;
         }
         Ok(())
     }

@@ -1,0 +1,146 @@
+//! Debian's real smbd as a managed service: started as a plain process
+//! with its state and test user in the scratch directory, reached by
+//! Debian's own `smbclient` (an independent client), killed, and stopped
+//! without leaving anything behind.
+
+mod common;
+
+use std::process::Command;
+
+use benchlab_service::{Liveness, Service, ServiceKind};
+use common::*;
+
+const PW_VAR: &str = "BENCHLAB_TEST_SAMBA_SERVICE_PW";
+const PW: &str = "s3cret-Samba-pw";
+
+fn samba_plan() -> benchlab_service::ServicePlan {
+    // SAFETY (of the test): only this file's tests read the variable.
+    std::env::set_var(PW_VAR, PW);
+    plan(&format!(
+        "name = \"files\"\nkind = \"samba\"\nsecrets = {{ password = {{ env = \"{PW_VAR}\" }} }}"
+    ))
+}
+
+/// `smbclient //addr/bench -c COMMANDS` as the test user.
+fn smbclient(addr: std::net::SocketAddr, password: &str, commands: &str) -> (bool, String) {
+    let out = Command::new("smbclient")
+        .arg(format!("//{}/bench", addr.ip()))
+        .args(["-p", &addr.port().to_string(), "-N"])
+        .args(["-U", &format!("www-data%{password}")])
+        .args(["-c", commands])
+        // No /etc/samba/smb.conf needed: an empty client configuration.
+        .args(["-s", "/dev/null"])
+        .output()
+        .expect("run smbclient");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn smbd_serves_its_share_to_the_test_user_and_stops_clean() {
+    require_root();
+    require("smbd", "samba");
+    require("smbclient", "smbclient");
+    let d = Dirs::new();
+    let svc = Service::start(&samba_plan(), &d.opts()).unwrap();
+    let desc = svc.description().clone();
+    assert_eq!(desc.kind, ServiceKind::Samba);
+    assert!(
+        desc.version
+            .as_deref()
+            .is_some_and(|v| v.starts_with("Samba 4.")),
+        "{:?}",
+        desc.version
+    );
+    // The appendix holds testparm's effective configuration: the share,
+    // the port, the state in the scratch directory, and no password.
+    let config = desc.config.clone().unwrap();
+    assert!(config.starts_with("# testparm -s"), "{config}");
+    assert!(config.contains("[bench]"), "{config}");
+    assert!(
+        config.contains(&format!("smb ports = {}", desc.listen.port())),
+        "{config}"
+    );
+    assert!(
+        config.contains(&format!("{}/private", desc.scratch.display())),
+        "{config}"
+    );
+    assert!(!config.contains(PW));
+    assert!(desc.argv.contains(&"--no-process-group".to_string()));
+
+    // Written through SMB, seen on disk in the share.
+    let local = d.base.path().join("upload.bin");
+    std::fs::write(&local, vec![7u8; 100_000]).unwrap();
+    let (ok, out) = smbclient(
+        svc.address(),
+        PW,
+        &format!("mkdir d1; put {} d1/u.bin", local.display()),
+    );
+    assert!(ok, "{out}");
+    std::fs::remove_file(&local).unwrap();
+    let on_disk = desc.document_root.join("d1/u.bin");
+    assert_eq!(std::fs::metadata(&on_disk).unwrap().len(), 100_000);
+    // A wrong password is refused.
+    let (ok, out) = smbclient(svc.address(), "wrong", "ls");
+    assert!(!ok && out.contains("NT_STATUS_LOGON_FAILURE"), "{out}");
+    // smbd listens on the service's address only.
+    let ss = Command::new("ss").args(["-ltnH"]).output().unwrap();
+    let listening: Vec<String> = String::from_utf8_lossy(&ss.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!(":{} ", desc.listen.port())))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(listening.len(), 1, "{listening:?}");
+    assert!(listening[0].contains(&desc.listen.to_string()));
+
+    let pgid = svc.pgid();
+    let report = svc.stop().unwrap();
+    assert!(!report.forced, "smbd needed SIGKILL");
+    d.assert_nothing_left(Some(pgid));
+}
+
+#[test]
+fn a_killed_smbd_is_reported_with_its_signal() {
+    require_root();
+    require("smbd", "samba");
+    let d = Dirs::new();
+    let mut svc = Service::start(&samba_plan(), &d.opts()).unwrap();
+    // SAFETY: SIGKILL to the main smbd we started.
+    unsafe { libc::kill(svc.pgid(), libc::SIGKILL) };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let reason = loop {
+        if let Liveness::Died { reason, .. } = svc.check_alive() {
+            break reason;
+        }
+        assert!(std::time::Instant::now() < until, "smbd did not die");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(reason, "samba killed by signal 9 (SIGKILL)");
+    let pgid = svc.pgid();
+    svc.stop().unwrap();
+    d.assert_nothing_left(Some(pgid));
+}
+
+#[test]
+fn a_missing_password_secret_is_refused_before_anything_starts() {
+    let d = Dirs::new();
+    let e = benchlab_service::ServiceSpec::plan(
+        &spec("name = \"files\"\nkind = \"samba\""),
+        d.base.path(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("needs secrets.password"), "{e}");
+    let p = plan(
+        "name = \"files\"\nkind = \"samba\"\nsecrets = { password = { env = \"BENCHLAB_NO_SUCH_VAR_XYZ\" } }",
+    );
+    let e = Service::start(&p, &d.opts()).unwrap_err().to_string();
+    assert!(e.contains("BENCHLAB_NO_SUCH_VAR_XYZ is not set"), "{e}");
+    assert!(d.scratch_entries().is_empty());
+}
