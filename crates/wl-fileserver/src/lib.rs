@@ -1,0 +1,21 @@
+//! benchlab's file-server workloads (seed 004's NetBench half):
+//! `fileserver.load` replays dbench's load file — tridge's trace of
+//! NetBench's operation mix — from many clients over SMB against a real
+//! Samba server; `fileserver.local` replays it on a local or mounted
+//! directory, as dbench does.
+//!
+//! - [`loadfile`]: the load-file format, parsed before anything runs;
+//! - [`backend`]: the operations, and the local back end;
+//! - [`smb`]: the SMB back end (libsmbclient, loaded at run time);
+//! - [`replay`]: the clients, the phases and the tallies;
+//! - [`load`]: the two workloads (options, metrics, views).
+
+pub mod backend;
+pub mod latency;
+pub mod load;
+pub mod loadfile;
+mod procs;
+pub mod replay;
+pub mod smb;
+
+pub use load::{FileserverLoad, LOAD, LOCAL};

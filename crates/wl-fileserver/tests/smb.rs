@@ -1,0 +1,137 @@
+//! The SMB back end against Debian's real smbd, started as a benchlab
+//! service: a known mix replayed a known number of times, its files seen
+//! on the server's disk, its dialect seen by smbd itself.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use benchlab_service::{Service, ServiceSpec, StartOptions};
+use benchlab_wl_fileserver::loadfile::{LoadFile, OpKind, ALL_OPS};
+use benchlab_wl_fileserver::replay::{run, Replay, Target};
+use benchlab_wl_fileserver::smb::Dialect;
+
+const PW_VAR: &str = "BENCHLAB_TEST_WLFS_PW";
+const PW: &str = "wl-fs-Pw-1";
+
+const MIX: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+NTCreateX "\clients\client1" 0x1 0x2 1 NT_STATUS_OK
+Close 1 NT_STATUS_OK
+NTCreateX "\clients\client1\a.dat" 0x40 0x5 2 NT_STATUS_OK
+WriteX 2 0 65536 65536 NT_STATUS_OK
+WriteX 2 65536 1000 1000 NT_STATUS_OK
+ReadX 2 0 4096 4096 NT_STATUS_OK
+LockX 2 0 10 NT_STATUS_OK
+UnlockX 2 0 10 NT_STATUS_OK
+Flush 2 NT_STATUS_OK
+QUERY_FILE_INFORMATION 2 258 NT_STATUS_OK
+SET_FILE_INFORMATION 2 1004 NT_STATUS_OK
+Close 2 NT_STATUS_OK
+FIND_FIRST "\clients\client1\A.*" 260 1366 1 NT_STATUS_OK
+FIND_FIRST "\clients\client1\B.*" 260 1366 0 NT_STATUS_NO_SUCH_FILE
+QUERY_PATH_INFORMATION "\clients\client1\missing" 1004 NT_STATUS_OBJECT_NAME_NOT_FOUND
+QUERY_FS_INFORMATION 1 NT_STATUS_OK
+Rename "\clients\client1\a.dat" "\clients\client1\b.dat" NT_STATUS_OK
+NTCreateX "\clients\client1\gone" 0x40 0x1 3 NT_STATUS_OBJECT_NAME_NOT_FOUND
+Mkdir "\clients\client1\sub" NT_STATUS_OK
+Rmdir "\clients\client1\sub" NT_STATUS_OK
+"#;
+
+fn smbd(dir: &Path) -> Service {
+    std::env::set_var(PW_VAR, PW);
+    let spec: ServiceSpec = toml::from_str(&format!(
+        "name = \"files\"\nkind = \"samba\"\nsecrets = {{ password = {{ env = \"{PW_VAR}\" }} }}"
+    ))
+    .unwrap();
+    let plan = spec.plan(dir).unwrap();
+    let opts = StartOptions {
+        scratch_base: dir.to_path_buf(),
+        journal_dir: dir.join("journal"),
+    };
+    std::fs::create_dir_all(&opts.journal_dir).unwrap();
+    Service::start(&plan, &opts).unwrap()
+}
+
+fn replay(svc: &Service, dialect: Dialect, password: &str, clients: u32, passes: u64) -> Replay {
+    Replay {
+        target: Target::Smb {
+            server: svc.address().to_string(),
+            share: "bench".into(),
+            dialect,
+            user: "www-data".into(),
+            password: password.into(),
+        },
+        first: 0,
+        count: clients,
+        ramp_up: Duration::ZERO,
+        measure: Duration::ZERO,
+        passes: Some(passes),
+        cleanup: false,
+    }
+}
+
+#[test]
+fn a_known_mix_over_each_dialect_leaves_exactly_its_files() {
+    // SAFETY (of the test): geteuid has no side effects.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "smbd runs as root here");
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        base.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let svc = smbd(base.path());
+    let share = svc.description().document_root.clone();
+    let file = Arc::new(LoadFile::parse("mix", MIX).unwrap());
+    for (dialect, clients) in [(Dialect::Smb1, 2), (Dialect::Smb3, 3), (Dialect::Smb2, 1)] {
+        let out = run(
+            &replay(&svc, dialect, PW, clients, 3),
+            &file,
+            &AtomicBool::new(false),
+            &|| Ok(()),
+        )
+        .unwrap();
+        let t = &out.tally;
+        assert_eq!(t.errors, [0; 17], "{dialect:?}: {:?}", t.first_error);
+        let n = u64::from(clients) * 3;
+        for k in ALL_OPS {
+            let done = t.ops[k as usize] + t.unsupported[k as usize];
+            assert_eq!(done, n * file.totals.ops[k as usize], "{dialect:?} {k:?}");
+        }
+        // libsmbclient has neither locks nor flush.
+        assert_eq!(t.unsupported[OpKind::LockX as usize], n);
+        assert_eq!(t.unsupported[OpKind::Flush as usize], n);
+        assert_eq!(t.write_bytes, n * 66_536);
+        assert_eq!(t.write_moved, n * 66_536);
+        assert_eq!(t.read_moved, n * 4096);
+        // On the server's disk: each client's own directory, its file.
+        let run_dir = share.join(&out.run_dir).join("clients");
+        let mut names: Vec<String> = std::fs::read_dir(&run_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let want: Vec<String> = (1..=clients).map(|c| format!("client{c}")).collect();
+        assert_eq!(names, want);
+        for c in 1..=clients {
+            let f = run_dir.join(format!("client{c}/b.dat"));
+            assert_eq!(std::fs::metadata(&f).unwrap().len(), 66_536, "{f:?}");
+        }
+    }
+    let wrong = run(
+        &replay(&svc, Dialect::Smb3, "not-the-password", 1, 1),
+        &file,
+        &AtomicBool::new(false),
+        &|| Ok(()),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        wrong.contains("logon refused for user `www-data`"),
+        "{wrong}"
+    );
+    svc.stop().unwrap();
+}
