@@ -1,0 +1,534 @@
+//! `benchlab run` with the file-server workloads: Debian's real smbd
+//! started by benchlab as a `kind = "samba"` service and loaded by
+//! `fileserver.load` (libsmbclient, one process per client), and the same
+//! mix on a directory with `fileserver.local`. Checked against what is
+//! known independently: a load file's totals computed here by the test's
+//! own reading of it, the files left on disk, smbd's exit reason. Nothing
+//! may be left behind: no smbd, no scratch directory, no journal.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::Scratch;
+
+const PW_VAR: &str = "BENCHLAB_TEST_FILESERVER_PW";
+const PW: &str = "fileserver-Test-pw-7";
+
+/// A small mix in dbench's format: every operation type, two files, a
+/// rename, an expected failure, one directory made and removed.
+const MIX: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+NTCreateX "\clients\client1" 0x1 0x2 16385 NT_STATUS_OK
+Close 16385 NT_STATUS_OK
+NTCreateX "\clients\client1\data.bin" 0x40 0x5 100 NT_STATUS_OK
+WriteX 100 0 65536 65536 NT_STATUS_OK
+WriteX 100 65536 65536 65536 NT_STATUS_OK
+WriteX 100 131072 7000 7000 NT_STATUS_OK
+ReadX 100 0 65536 65536 NT_STATUS_OK
+ReadX 100 4096 4096 4096 NT_STATUS_OK
+LockX 100 0 1 NT_STATUS_OK
+UnlockX 100 0 1 NT_STATUS_OK
+Flush 100 NT_STATUS_OK
+QUERY_FILE_INFORMATION 100 1004 NT_STATUS_OK
+SET_FILE_INFORMATION 100 1004 NT_STATUS_OK
+Close 100 NT_STATUS_OK
+NTCreateX "\clients\client1\tmp.bin" 0x40 0x2 101 NT_STATUS_OK
+WriteX 101 0 1000 1000 NT_STATUS_OK
+Close 101 NT_STATUS_OK
+Rename "\clients\client1\tmp.bin" "\clients\client1\kept.bin" NT_STATUS_OK
+FIND_FIRST "\clients\client1\*.BIN" 260 1366 2 NT_STATUS_OK
+FIND_FIRST "\clients\client1\none.*" 260 1366 0 NT_STATUS_NO_SUCH_FILE
+QUERY_PATH_INFORMATION "\clients\client1\data.bin" 1004 NT_STATUS_OK
+QUERY_PATH_INFORMATION "\clients\client1\missing.bin" 1004 NT_STATUS_OBJECT_NAME_NOT_FOUND
+QUERY_FS_INFORMATION 1 NT_STATUS_OK
+NTCreateX "\clients\client1\missing.bin" 0x40 0x1 102 NT_STATUS_OBJECT_NAME_NOT_FOUND
+Mkdir "\clients\client1\sub" NT_STATUS_OK
+Rmdir "\clients\client1\sub" NT_STATUS_OK
+NTCreateX "\clients\client1\gone.bin" 0x40 0x2 103 NT_STATUS_OK
+Close 103 NT_STATUS_OK
+Unlink "\clients\client1\gone.bin" 0x6 NT_STATUS_OK
+"#;
+
+/// The mix's totals, read by the test itself: lines per operation, and
+/// the bytes of the ReadX and WriteX lines (their 4th field).
+fn totals(mix: &str) -> (std::collections::BTreeMap<String, u64>, u64, u64) {
+    let mut ops = std::collections::BTreeMap::new();
+    let (mut read, mut written) = (0, 0);
+    for line in mix.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        *ops.entry(words[0].to_string()).or_insert(0) += 1;
+        match words[0] {
+            "ReadX" => read += words[3].parse::<u64>().unwrap(),
+            "WriteX" => written += words[3].parse::<u64>().unwrap(),
+            _ => {}
+        }
+    }
+    (ops, read, written)
+}
+
+fn smbd_missing() -> bool {
+    if benchlab_testkit::find_program("smbd").is_none() {
+        benchlab_testkit::missing("smbd (Debian package samba; scripts/setup.sh installs it)");
+        return true;
+    }
+    false
+}
+
+/// A scratch directory smbd's test user can walk through.
+fn scratch() -> Scratch {
+    let s = Scratch::new();
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(s.path("tmp")).unwrap();
+    std::fs::set_permissions(s.path("tmp"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(s.path("mix.txt"), MIX).unwrap();
+    s
+}
+
+/// `benchlab` with the service's scratch in the test's directory and the
+/// password in the environment (service and clients read the same one).
+fn command(s: &Scratch) -> std::process::Command {
+    let mut c = s.benchlab();
+    c.env("TMPDIR", s.path("tmp")).env(PW_VAR, PW);
+    c
+}
+
+fn study(s: &Scratch, defaults: &str, workload: &str) -> PathBuf {
+    s.study(
+        "fs.toml",
+        &format!(
+            r#"
+[study]
+name = "fileserver"
+description = "fileserver.load against benchlab's smbd"
+
+[defaults]
+repetitions = 1
+quiesce_s = 0
+warmup_s = 0.2
+{defaults}
+
+[[configuration]]
+name = "samba"
+
+[[service]]
+name = "files"
+kind = "samba"
+secrets = {{ password = {{ env = "{PW_VAR}" }} }}
+
+[[workload]]
+kind = "fileserver.load"
+service = "files"
+{workload}
+"#
+        ),
+    )
+}
+
+/// The workload keys most tests use: the test's mix, the password's
+/// variable.
+fn mix_keys(s: &Scratch) -> String {
+    format!(
+        "load_file = \"{}\"\npassword_env = \"{PW_VAR}\"\n",
+        s.path("mix.txt").display()
+    )
+}
+
+/// Every client side's raw counter, summed over the run's samples.
+fn client_counter(s: &Scratch, name: &str) -> u64 {
+    let db = rusqlite::Connection::open(s.db()).unwrap();
+    let mut st = db
+        .prepare("SELECT result_json FROM side_result WHERE side = 'client'")
+        .unwrap();
+    let rows = st
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(|r| r.unwrap());
+    rows.map(|j| {
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        v["counters"][name].as_u64().unwrap_or(0)
+    })
+    .sum()
+}
+
+/// Pids of smbd processes whose command line names a path under `dir`.
+fn smbd_of(dir: &Path) -> Vec<i32> {
+    let needle = dir.display().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("smbd") && cmd.contains(&needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Nothing left: no smbd of this test, no scratch directory, no journal.
+fn assert_nothing_left(s: &Scratch) {
+    let tmp = s.path("tmp");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ours = smbd_of(&tmp);
+        let left: Vec<_> = std::fs::read_dir(&tmp)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        if ours.is_empty() && left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: smbd {ours:?}, files {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let journals = s.path("state").join("journal");
+    let pending: Vec<_> = std::fs::read_dir(&journals)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(pending.is_empty(), "journals left: {pending:?}");
+}
+
+fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Exactly `passes` passes of a known mix per client over SMB1 and SMB3:
+/// the operations and bytes benchlab counts equal the mix's own totals
+/// (the test's reading of the file) times passes times clients, smbd was
+/// observed, and its version and effective smb.conf are in the report.
+#[test]
+fn known_passes_over_smb_match_the_mix_totals() {
+    if smbd_missing() {
+        return;
+    }
+    let s = scratch();
+    let f = study(
+        &s,
+        "duration_s = 1",
+        &format!(
+            "{}clients = [1, 3]\npasses = 2\ndialect = [\"smb1\", \"smb3\"]",
+            mix_keys(&s)
+        ),
+    );
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let (ops, read, written) = totals(MIX);
+    // Points: clients 1 and 3, each over two dialects: 2 × (1 + 3) = 8
+    // clients × 2 passes.
+    let passes = 2 * (1 + 3) * 2;
+    assert_eq!(client_counter(&s, "passes"), passes);
+    assert_eq!(client_counter(&s, "write_bytes"), passes * written);
+    assert_eq!(client_counter(&s, "write_moved_bytes"), passes * written);
+    assert_eq!(client_counter(&s, "read_bytes"), passes * read);
+    assert_eq!(client_counter(&s, "read_moved_bytes"), passes * read);
+    let key = |name: &str| match name {
+        "QUERY_PATH_INFORMATION" => "qpathinfo",
+        "QUERY_FILE_INFORMATION" => "qfileinfo",
+        "SET_FILE_INFORMATION" => "sfileinfo",
+        "QUERY_FS_INFORMATION" => "qfsinfo",
+        "FIND_FIRST" => "find",
+        other => Box::leak(other.to_lowercase().into_boxed_str()),
+    };
+    for (name, n) in &ops {
+        let k = key(name);
+        let done = client_counter(&s, &format!("ops_{k}"))
+            + client_counter(&s, &format!("unsupported_{k}"));
+        assert_eq!(done, passes * n, "{name}");
+        assert_eq!(client_counter(&s, &format!("errors_{k}")), 0, "{name}");
+    }
+    // libsmbclient sends no locks and no flush: counted as such, not done.
+    assert_eq!(client_counter(&s, "unsupported_flush"), passes);
+    assert_eq!(client_counter(&s, "ops_flush"), 0);
+    // smbd was observed over every point.
+    let j = s.json("1");
+    for p in j["points"].as_array().unwrap() {
+        let cpu = p["metrics"]["service_cpu_s"]
+            .as_array()
+            .expect("service CPU");
+        assert!(cpu.iter().all(|v| v.as_f64().unwrap() > 0.0), "{p}");
+    }
+    let md = s.path("r.md");
+    s.run_ok(&["report", "1", "--md", md.to_str().unwrap()]);
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.contains("### Servers") && md.contains("Samba 4."),
+        "{md}"
+    );
+    assert!(md.contains("testparm -s") && md.contains("[bench]"), "{md}");
+    assert!(!md.contains(PW), "the password never reaches the report");
+    assert!(md.contains("peaks at"), "the curve's peak: {md}");
+    assert_nothing_left(&s);
+}
+
+/// The same mix on a directory (`fileserver.local`, dbench's case): the
+/// totals, and each client's files left on disk with the sizes the mix
+/// gives them.
+#[test]
+fn the_local_back_end_leaves_each_client_its_files() {
+    let s = scratch();
+    let dir = s.path("target-dir");
+    std::fs::create_dir(&dir).unwrap();
+    let f = s.study(
+        "local.toml",
+        &format!(
+            "[study]\nname = \"local\"\n[defaults]\nrepetitions = 1\nquiesce_s = 0\nwarmup_s = 0\nduration_s = 1\n\
+             [[workload]]\nkind = \"fileserver.local\"\ndir = \"{}\"\nload_file = \"{}\"\nclients = 4\npasses = 3\ncleanup = false\n",
+            dir.display(),
+            s.path("mix.txt").display()
+        ),
+    );
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let (ops, read, written) = totals(MIX);
+    assert_eq!(client_counter(&s, "passes"), 12);
+    assert_eq!(client_counter(&s, "write_bytes"), 12 * written);
+    assert_eq!(client_counter(&s, "read_moved_bytes"), 12 * read);
+    assert_eq!(client_counter(&s, "ops_flush"), 12 * ops["Flush"]);
+    assert_eq!(client_counter(&s, "ops_lockx"), 12 * ops["LockX"]);
+    // One run directory, in it one directory per client.
+    let runs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let clients = runs[0].join("clients");
+    let mut names: Vec<String> = std::fs::read_dir(&clients)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["client1", "client2", "client3", "client4"]);
+    for c in &names {
+        let size = |f: &str| std::fs::metadata(clients.join(c).join(f)).unwrap().len();
+        assert_eq!(size("data.bin"), 131_072 + 7000);
+        assert_eq!(size("kept.bin"), 1000);
+        assert!(!clients.join(c).join("gone.bin").exists());
+        assert!(!clients.join(c).join("sub").exists());
+    }
+}
+
+/// Starts a run in the background and returns it with the pid of its
+/// smbd's main process once that is up.
+// The caller waits for the child it gets back.
+#[allow(clippy::zombie_processes)]
+fn start_and_find_smbd(s: &Scratch, f: &Path) -> (std::process::Child, i32) {
+    let mut child = command(s)
+        .args(["run", f.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pids = smbd_of(&s.path("tmp"));
+        // The main smbd: the one whose parent is not an smbd.
+        let main = pids.iter().copied().find(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            stat.lines()
+                .find(|l| l.starts_with("PPid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|pp| pp.parse::<i32>().ok())
+                .is_some_and(|pp| !pids.contains(&pp))
+        });
+        if let Some(m) = main {
+            return (child, m);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "smbd never started: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_smbd_killed_mid_point_fails_that_point_and_the_next_starts_it_again() {
+    if smbd_missing() {
+        return;
+    }
+    let s = scratch();
+    let f = study(
+        &s,
+        "duration_s = 2.5",
+        &format!("{}clients = [2, 3]", mix_keys(&s)),
+    );
+    let (child, main) = start_and_find_smbd(&s, &f);
+    // Into the first point's measured interval.
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: a plain kill(2) of a process this test found.
+    unsafe { libc::kill(main, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "some repetitions failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = s.json("1");
+    let failures = j["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let reason = failures[0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("samba") && reason.contains("signal 9"),
+        "smbd's exit reason: {reason}"
+    );
+    // The second point ran on an smbd started again.
+    let ok: usize = j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["metrics"]["mbytes_per_s"]
+                .as_array()
+                .map_or(0, |a| a.len())
+        })
+        .sum();
+    assert_eq!(ok, 1, "the point after the kill ran");
+    assert_nothing_left(&s);
+}
+
+#[test]
+fn benchlab_killed_mid_point_leaves_nothing_after_restore() {
+    if smbd_missing() {
+        return;
+    }
+    let s = scratch();
+    let f = study(
+        &s,
+        "duration_s = 3",
+        &format!("{}clients = 2", mix_keys(&s)),
+    );
+    let (mut child, _) = start_and_find_smbd(&s, &f);
+    std::thread::sleep(Duration::from_millis(1200));
+    let _ = child.kill();
+    let _ = child.wait();
+    let out = command(&s)
+        .args(["restore", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert_nothing_left(&s);
+}
+
+/// Bad input gets a clear error naming what is wrong: before the run for
+/// what a study can check, as the point's failure for what only the
+/// server can say.
+#[test]
+fn bad_input_is_named() {
+    if smbd_missing() {
+        return;
+    }
+    let s = scratch();
+    // Refused when the study is read: nothing starts.
+    let f = study(
+        &s,
+        "duration_s = 0.3",
+        &format!("{}clients = 1\ndialect = \"smb9\"", mix_keys(&s)),
+    );
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("dialect") && err.contains("smb3"), "{err}");
+
+    // Failed points, each with its reason.
+    std::fs::write(
+        s.path("bad-mix.txt"),
+        "Close 1 NT_STATUS_OK\nFrob 1 NT_STATUS_OK\n",
+    )
+    .unwrap();
+    let mix = s.path("mix.txt").display().to_string();
+    let cases = [
+        (
+            format!(
+                "load_file = \"{}\"\npassword_env = \"{PW_VAR}\"",
+                s.path("nonexistent.txt").display()
+            ),
+            "nonexistent.txt".to_string(),
+        ),
+        (
+            format!(
+                "load_file = \"{}\"\npassword_env = \"{PW_VAR}\"",
+                s.path("bad-mix.txt").display()
+            ),
+            "line 2: unknown operation `Frob`".to_string(),
+        ),
+        (
+            format!("load_file = \"{mix}\"\npassword_env = \"BENCHLAB_TEST_FILESERVER_WRONG_PW\""),
+            "logon refused for user `www-data`".into(),
+        ),
+    ];
+    for (i, (keys, says)) in cases.iter().enumerate() {
+        let f = study(&s, "duration_s = 0.3", &format!("{keys}\nclients = 1"));
+        let out = command(&s)
+            .env("BENCHLAB_TEST_FILESERVER_WRONG_PW", "not-the-password")
+            .args(["run", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "case {i} succeeded: {all}");
+        assert!(
+            all.contains(says.as_str()),
+            "case {i}: want `{says}` in:\n{all}"
+        );
+    }
+
+    // An unreachable server: an address nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let f = s.study(
+        "unreachable.toml",
+        &format!(
+            "[study]\nname = \"u\"\n[defaults]\nrepetitions = 1\nduration_s = 0.3\nwarmup_s = 0\nquiesce_s = 0\n\
+             [[service]]\nname = \"files\"\naddress = \"127.0.0.1:{port}\"\n\
+             [[workload]]\nkind = \"fileserver.load\"\nservice = \"files\"\nclients = 1\npassword_env = \"{PW_VAR}\"\nload_file = \"{}\"\n",
+            s.path("mix.txt").display()
+        ),
+    );
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success());
+    assert!(
+        all.contains(&format!("smb://127.0.0.1:{port}/bench"))
+            && all.contains("connection refused"),
+        "{all}"
+    );
+    assert_nothing_left(&s);
+}
