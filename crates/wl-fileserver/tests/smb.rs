@@ -85,14 +85,41 @@ fn a_known_mix_over_each_dialect_leaves_exactly_its_files() {
     let svc = smbd(base.path());
     let share = svc.description().document_root.clone();
     let file = Arc::new(LoadFile::parse("mix", MIX).unwrap());
-    for (dialect, clients) in [(Dialect::Smb1, 2), (Dialect::Smb3, 3), (Dialect::Smb2, 1)] {
+    let conf = svc.description().scratch.join("smb.conf");
+    for (dialect, clients, protocol) in [
+        (Dialect::Smb1, 2, "NT1"),
+        (Dialect::Smb3, 3, "SMB3_11"),
+        (Dialect::Smb2, 1, "SMB2_10"),
+    ] {
+        // At the gate every client is connected: smbd's own list of
+        // sessions says which dialect each negotiated.
+        let seen = std::sync::Mutex::new(String::new());
+        let gate = || {
+            let out = std::process::Command::new("smbstatus")
+                .args(["-b", "-s"])
+                .arg(&conf)
+                .output()
+                .map_err(|e| e.to_string())?;
+            *seen.lock().unwrap() = String::from_utf8_lossy(&out.stdout).into_owned();
+            Ok(())
+        };
         let out = run(
             &replay(&svc, dialect, PW, clients, 3),
             &file,
             &AtomicBool::new(false),
-            &|| Ok(()),
+            &gate,
         )
         .unwrap();
+        let seen = seen.into_inner().unwrap();
+        let sessions: Vec<&str> = seen.lines().filter(|l| l.contains("www-data")).collect();
+        // The set-up connection and one per client.
+        assert_eq!(sessions.len(), clients as usize + 1, "{seen}");
+        assert!(
+            sessions
+                .iter()
+                .all(|l| l.split_whitespace().any(|w| w == protocol)),
+            "{dialect:?} should negotiate {protocol}: {seen}"
+        );
         let t = &out.tally;
         assert_eq!(t.errors, [0; 17], "{dialect:?}: {:?}", t.first_error);
         let n = u64::from(clients) * 3;
