@@ -86,8 +86,8 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
         unique()
     ));
     let document_root = match &root {
-        Root::InScratch if crate::samba::is(spec.kind) => scratch.join("share"),
-        Root::InScratch => scratch.join("htdocs"),
+        Root::InScratch | Root::Image(_) if crate::samba::is(spec.kind) => scratch.join("share"),
+        Root::InScratch | Root::Image(_) => scratch.join("htdocs"),
         Root::Create(p) | Root::Ours(p) => p.clone(),
     };
     let config_file = plan.template.as_ref().map(|t| scratch.join(&t.file_name));
@@ -517,9 +517,16 @@ pub(crate) enum Root {
     /// At the user's path, a directory benchlab made before (it holds the
     /// marker): benchlab's, so it is journaled and removed as such.
     Ours(PathBuf),
+    /// On a file system benchlab makes in an image of the scratch
+    /// directory; the document root in the scratch directory is a
+    /// symbolic link to its directory.
+    Image(crate::spec::DocumentFs),
 }
 
 fn check_root(spec: &ServiceSpec) -> Result<Root, ServiceError> {
+    if let Some(fs) = &spec.document_fs {
+        return Ok(Root::Image(fs.clone()));
+    }
     let Some(p) = &spec.document_root else {
         return Ok(Root::InScratch);
     };

@@ -81,6 +81,9 @@ pub struct ServiceDescription {
     pub pgid: i32,
     /// Its scratch directory (removed when it stops).
     pub scratch: PathBuf,
+    /// The file system benchlab made for the document root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_fs: Option<crate::spec::DocumentFs>,
     /// How long it took from release to ready (s).
     pub ready_after_s: f64,
 }
@@ -140,6 +143,7 @@ pub struct Service {
     journal: Option<Journal>,
     secrets: Vec<String>,
     stop_grace: Duration,
+    fs: Option<benchlab_wl_fs::target::Prepared>,
 }
 
 /// A test hook: with `BENCHLAB_TEST_SERVICE_PAUSE=<step>`, a start stops
@@ -290,6 +294,27 @@ struct Partial {
     /// The effective configuration a server reported (Samba's
     /// `testparm -s`), shown instead of the rendered template.
     effective_config: Option<String>,
+    /// The document root's file system, when benchlab made one.
+    fs: Option<benchlab_wl_fs::target::Prepared>,
+}
+
+/// Unmounts and removes a document root's file system: its contents
+/// first (everything on it was written for benchlab: the file system is
+/// benchlab's own, formatted at start), then fs.matrix's cleanup.
+fn remove_fs(fs: benchlab_wl_fs::target::Prepared) -> Result<(), String> {
+    let dir = fs.work_dir().to_path_buf();
+    if let Ok(entries) = fs::read_dir(&dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let r = if p.is_dir() && !p.is_symlink() {
+                fs::remove_dir_all(&p)
+            } else {
+                fs::remove_file(&p)
+            };
+            r.map_err(|e| format!("empty {}: {e}", dir.display()))?;
+        }
+    }
+    fs.cleanup()
 }
 
 impl Partial {
@@ -308,6 +333,7 @@ impl Partial {
             pid: None,
             exit: None,
             effective_config: None,
+            fs: None,
         })
     }
 
@@ -358,6 +384,39 @@ impl Partial {
         .map_err(self.io(format!("write {}", dir.join(MARKER).display())))
     }
 
+    /// Makes the document root's file system (an image in the scratch
+    /// directory, formatted and mounted by fs.matrix's target code, whose
+    /// janitor undoes it if this process dies) and links the document
+    /// root to it.
+    fn make_fs(
+        &mut self,
+        spec: &crate::spec::DocumentFs,
+        scratch: &Path,
+        root: &Path,
+    ) -> Result<(), ServiceError> {
+        let target = benchlab_wl_fs::target::TargetSpec {
+            path: scratch.join("document.img"),
+            mkfs: Some(spec.mkfs.clone()),
+            mkfs_options: spec.mkfs_options.clone(),
+            mount_options: spec.mount_options.clone(),
+            image_size: Some(spec.image_size),
+        };
+        let made = benchlab_wl_fs::target::prepare(&target).map_err(|e| ServiceError::Spec {
+            service: self.name.clone(),
+            key: "document_fs".into(),
+            message: e.to_string(),
+        })?;
+        let dir = made.work_dir().to_path_buf();
+        self.fs = Some(made);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
+            .map_err(self.io(format!("set the mode of {}", dir.display())))?;
+        std::os::unix::fs::symlink(&dir, root).map_err(self.io(format!(
+            "link {} to {}",
+            root.display(),
+            dir.display()
+        )))
+    }
+
     /// Makes the directories and files, and forks the server's process,
     /// which waits at the gate.
     fn lay_out(&mut self, p: &Prepared) -> Result<gate::Gated, ServiceError> {
@@ -365,6 +424,7 @@ impl Partial {
         test_pause("scratch");
         match &p.root {
             Root::InScratch => self.make_dir("document root", &p.document_root, false)?,
+            Root::Image(fs) => self.make_fs(fs, &p.scratch, &p.document_root)?,
             Root::Create(d) => self.make_dir("document root", d, true)?,
             Root::Ours(d) => {
                 self.journal(
@@ -421,6 +481,11 @@ impl Partial {
             terminate(pid, &mut self.exit, Duration::from_secs(5));
         }
         let mut problems = Vec::new();
+        if let Some(made) = self.fs.take() {
+            if let Err(e) = remove_fs(made) {
+                problems.push(e);
+            }
+        }
         for d in self.dirs.iter().rev() {
             if let Err(e) = remove_ours(d) {
                 problems.push(e);
@@ -573,6 +638,7 @@ impl Service {
             probe: p.spec.probe.clone(),
             pgid: pid,
             scratch: p.scratch.clone(),
+            document_fs: p.spec.document_fs.clone(),
             ready_after_s: released.elapsed().as_secs_f64(),
         };
         Service {
@@ -581,12 +647,13 @@ impl Service {
             exit: None,
             scratch: p.scratch,
             own_root: match p.root {
-                Root::InScratch => None,
+                Root::InScratch | Root::Image(_) => None,
                 Root::Create(d) | Root::Ours(d) => Some(d),
             },
             journal: partial.journal.take(),
             secrets: p.secrets,
             stop_grace: Duration::from_secs_f64(p.spec.stop_timeout_s),
+            fs: partial.fs.take(),
         }
     }
 
@@ -656,6 +723,11 @@ impl Service {
                 "process group {} is still alive after SIGKILL",
                 self.pid
             ));
+        }
+        if let Some(made) = self.fs.take() {
+            if let Err(e) = remove_fs(made) {
+                problems.push(e);
+            }
         }
         for d in std::iter::once(&self.scratch).chain(self.own_root.iter()) {
             if let Err(e) = remove_ours(d) {
@@ -747,6 +819,7 @@ mod tests {
             probe: Probe::Tcp,
             pgid: 1,
             scratch: "/s".into(),
+            document_fs: None,
             ready_after_s: 0.0,
         };
         assert_eq!(d.placement(), "any CPU");

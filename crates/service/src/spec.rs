@@ -189,6 +189,56 @@ pub struct ServiceSpec {
     /// `{ file = "path" }`. Only where they come from is kept.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, SecretSource>,
+    /// A file system benchlab makes for the document root (a Samba
+    /// share's directory): an image in the scratch directory, formatted
+    /// and mounted as fs.matrix's targets are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_fs: Option<DocumentFs>,
+}
+
+/// `document_fs = { mkfs = "xfs", image_size = "1GiB", mount_options =
+/// "noatime" }`: the document root on a file system of its own, made in
+/// an image file of the scratch directory (fs.matrix's targets: loop
+/// device with direct I/O, `mkfs`, `mount -o`), unmounted and removed
+/// when the service stops.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentFs {
+    /// `ext4` or `xfs`.
+    pub mkfs: String,
+    /// The image's size in bytes (`"1GiB"` or a number).
+    #[serde(deserialize_with = "size")]
+    pub image_size: u64,
+    /// Extra mkfs arguments.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mkfs_options: String,
+    /// `mount -o` options.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mount_options: String,
+}
+
+/// File systems `document_fs` can make.
+pub const DOCUMENT_FS: &[&str] = &["ext4", "xfs"];
+
+/// A size: bytes, or a string with a unit (`"64MiB"`).
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a size in bytes (a number, or a string such as \"1GiB\")")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("{v} is not a size")))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<u64, E> {
+            benchlab_core::units::parse_size(s).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(V)
 }
 
 fn default_host() -> String {
@@ -388,6 +438,37 @@ impl ServiceSpec {
         }
         if self.kind == ServiceKind::Samba {
             crate::samba::validate(self).map_err(|(key, m)| self.err(&key, m))?;
+        }
+        if let Some(fs) = &self.document_fs {
+            if self.document_root.is_some() {
+                return Err(self.err(
+                    "document_fs",
+                    "give either document_root (a directory) or document_fs (a file system benchlab makes), not both",
+                ));
+            }
+            if !DOCUMENT_FS.contains(&fs.mkfs.as_str()) {
+                return Err(self.err(
+                    "document_fs.mkfs",
+                    format!("`{}` is not one of {}", fs.mkfs, DOCUMENT_FS.join(", ")),
+                ));
+            }
+            // mkfs.xfs refuses file systems under 300 MiB.
+            let least: u64 = if fs.mkfs == "xfs" {
+                300 << 20
+            } else {
+                16 << 20
+            };
+            if fs.image_size < least {
+                return Err(self.err(
+                    "document_fs.image_size",
+                    format!(
+                        "{} bytes is too small for {} (at least {} MiB)",
+                        fs.image_size,
+                        fs.mkfs,
+                        least >> 20
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -144,3 +144,80 @@ fn a_missing_password_secret_is_refused_before_anything_starts() {
     assert!(e.contains("BENCHLAB_NO_SUCH_VAR_XYZ is not set"), "{e}");
     assert!(d.scratch_entries().is_empty());
 }
+
+/// Whether `dir` is a mount point now, with its type and options.
+fn mount_of(dir: &std::path::Path) -> Option<(String, String)> {
+    let d = dir.display().to_string();
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.len() > 3 && w[1] == d)
+        .map(|w| (w[2].to_string(), w[3].to_string()))
+}
+
+#[test]
+fn the_share_can_live_on_a_file_system_benchlab_makes() {
+    require_root();
+    require("smbd", "samba");
+    require("smbclient", "smbclient");
+    require("mkfs.ext4", "e2fsprogs");
+    std::env::set_var(PW_VAR, PW);
+    let d = Dirs::new();
+    let p = plan(&format!(
+        "name = \"files\"\nkind = \"samba\"\nsecrets = {{ password = {{ env = \"{PW_VAR}\" }} }}\n\
+         document_fs = {{ mkfs = \"ext4\", image_size = \"64MiB\", mount_options = \"noatime\" }}"
+    ));
+    let svc = Service::start(&p, &d.opts()).unwrap();
+    let desc = svc.description().clone();
+    assert_eq!(desc.document_fs.as_ref().unwrap().mkfs, "ext4");
+    // The share is a link to a directory of the file system benchlab
+    // mounted, with the options asked for.
+    let target = std::fs::read_link(&desc.document_root).unwrap();
+    let mnt = target.parent().unwrap().to_path_buf();
+    let (fstype, options) = mount_of(&mnt).expect("mounted");
+    assert_eq!(fstype, "ext4");
+    assert!(options.split(',').any(|o| o == "noatime"), "{options}");
+    let local = d.base.path().join("u.bin");
+    std::fs::write(&local, vec![1u8; 50_000]).unwrap();
+    let (ok, out) = smbclient(svc.address(), PW, &format!("put {} u.bin", local.display()));
+    assert!(ok, "{out}");
+    std::fs::remove_file(&local).unwrap();
+    // Written through SMB, on the file system benchlab made.
+    assert_eq!(
+        std::fs::metadata(target.join("u.bin")).unwrap().len(),
+        50_000
+    );
+    let pgid = svc.pgid();
+    svc.stop().unwrap();
+    assert!(mount_of(&mnt).is_none(), "unmounted");
+    assert!(!mnt.exists(), "mount point removed");
+    d.assert_nothing_left(Some(pgid));
+}
+
+#[test]
+fn a_bad_document_fs_is_named() {
+    let d = Dirs::new();
+    let check = |extra: &str| {
+        spec(&format!(
+            "name = \"files\"\nkind = \"samba\"\nsecrets = {{ password = {{ env = \"X\" }} }}\n{extra}"
+        ))
+        .plan(d.base.path())
+        .unwrap_err()
+        .to_string()
+    };
+    let e = check("document_fs = { mkfs = \"btrfs\", image_size = \"1GiB\" }");
+    assert!(
+        e.contains("document_fs.mkfs: `btrfs` is not one of ext4, xfs"),
+        "{e}"
+    );
+    let e = check("document_fs = { mkfs = \"xfs\", image_size = \"64MiB\" }");
+    assert!(
+        e.contains("document_fs.image_size") && e.contains("300 MiB"),
+        "{e}"
+    );
+    let e = check(
+        "document_root = \"/srv/x\"\ndocument_fs = { mkfs = \"ext4\", image_size = \"64MiB\" }",
+    );
+    assert!(e.contains("not both"), "{e}");
+}
