@@ -32,7 +32,12 @@ fn main() {
             },
             &a[5..],
         ),
-        Some("local") if a.len() == 6 => (Target::Local { dir: a[1].clone().into() }, &a[2..]),
+        Some("local") if a.len() == 6 => (
+            Target::Local {
+                dir: a[1].clone().into(),
+            },
+            &a[2..],
+        ),
         _ => {
             eprintln!("{usage}");
             std::process::exit(2);
