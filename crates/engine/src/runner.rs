@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -786,15 +787,37 @@ impl Engine<'_> {
                 service: services.get(job.target).map(|t| t.info.clone()),
             })
             .collect();
-        // The services are observed around the clients' run (ramps included:
-        // the client sides, not the engine, know the measured interval).
-        let before = services::usage(ctx, services);
-        let results = if gated {
-            barrier_run(&mut agents, &requests, expected, interrupt)
-        } else {
-            fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
+        // The services are observed over the measured interval when the
+        // workload says where it lies (from the barrier's common start),
+        // else around the clients' whole run.
+        let window = match (gated, services.is_empty()) {
+            (true, false) => wl.measured_window(&point.params),
+            _ => None,
         };
-        let after = services::usage(ctx, services);
+        let (results, before, after) = match window {
+            Some((skip, len)) => {
+                let pool = &mut ctx.pool;
+                let (go_tx, go_rx) = mpsc::channel();
+                std::thread::scope(|s| {
+                    let observer = s
+                        .spawn(move || services::observe_window(pool, services, &go_rx, skip, len));
+                    let results =
+                        barrier_run(&mut agents, &requests, expected, interrupt, Some(&go_tx));
+                    drop(go_tx);
+                    let (before, after) = observer.join().expect("service observer thread");
+                    (results, before, after)
+                })
+            }
+            None => {
+                let before = services::usage(ctx, services);
+                let results = if gated {
+                    barrier_run(&mut agents, &requests, expected, interrupt, None)
+                } else {
+                    fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
+                };
+                (results, before, services::usage(ctx, services))
+            }
+        };
         for (job, agent) in jobs.iter().zip(agents) {
             ctx.pool.put(&job.host, Role::Client, job.slot, agent);
         }
@@ -956,14 +979,20 @@ fn fan_out(
 /// common start instant). If any side fails to arrive, those waiting are
 /// released with `abort`, so that none is left at the gate, and the first
 /// real failure is what the point reports.
+/// `started`, when given, is told the start instant once every side has
+/// arrived (just before `go` is sent).
 fn barrier_run(
     agents: &mut [AgentHandle],
     requests: &[Request],
     expected: Duration,
     interrupt: &AtomicBool,
+    started: Option<&mpsc::Sender<Instant>>,
 ) -> Vec<Result<Response, AgentError>> {
     let arrivals = fan_out(agents, requests, CLIENT_SLACK, interrupt);
     let all_arrived = arrivals.iter().all(|r| matches!(r, Ok(Response::Arrived)));
+    if let (true, Some(tx)) = (all_arrived, started) {
+        let _ = tx.send(Instant::now());
+    }
     let waiting: Vec<bool> = arrivals
         .iter()
         .map(|r| matches!(r, Ok(Response::Arrived)))
