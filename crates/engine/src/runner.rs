@@ -113,7 +113,7 @@ impl Run<'_> {
             observer,
             restore_first,
         } = self;
-        let (mut pool, inventories) = Pool::preflight(study, interrupt, restore_first)?;
+        let (mut pool, inventories, notes) = Pool::preflight(study, interrupt, restore_first)?;
         services::check_all(study, &mut pool)?;
         let started = now_rfc3339();
         let run_id = store.create_run(&NewRun {
@@ -182,6 +182,7 @@ impl Run<'_> {
                 store,
                 run_id,
                 interrupt,
+                notes,
             },
         }
         .execute()
@@ -217,7 +218,7 @@ impl Run<'_> {
             }
         }
         let study = plan.study;
-        let (mut pool, inventories) = Pool::preflight(&study, interrupt, restore_first)?;
+        let (mut pool, inventories, notes) = Pool::preflight(&study, interrupt, restore_first)?;
         services::check_all(&study, &mut pool)?;
         store_hosts(store, run_id, inventories)?;
         store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
@@ -234,6 +235,7 @@ impl Run<'_> {
                 store,
                 run_id,
                 interrupt,
+                notes,
             },
         }
         .execute()
@@ -278,6 +280,13 @@ struct Engine<'a> {
 }
 
 impl Engine<'_> {
+    /// Hands the notes gathered so far to the observer.
+    fn tell(&mut self) {
+        for n in self.ctx.notes.drain(..) {
+            self.observer.note(&n);
+        }
+    }
+
     /// Runs every repetition not yet stored, then puts the hosts back.
     fn execute(mut self) -> Result<Outcome> {
         let (reg, opts) = (self.reg, self.opts);
@@ -308,6 +317,7 @@ impl Engine<'_> {
                 .collect(),
             already: done.len(),
         });
+        self.tell();
         let mut failed = 0;
         let mut stopped = false;
         let mut adaptive = AdaptiveState::load(self.ctx.store, run_id, reg)?;
@@ -353,7 +363,9 @@ impl Engine<'_> {
                     params: point.params.clone(),
                 },
             )?;
-            self.env.switch(point.config, &entry.name, &mut self.ctx)?;
+            let switched = self.env.switch(point.config, &entry.name, &mut self.ctx);
+            self.tell();
+            switched?;
             if interrupt.load(Ordering::Relaxed) {
                 // Ctrl-C while a configuration was being applied: not a
                 // failure of the point, which is simply not run.
@@ -496,7 +508,9 @@ impl Engine<'_> {
         self.observer.finish();
         // Stop the services, then put every host back (also after Ctrl-C).
         self.svc.stop_all(&mut self.ctx);
-        self.env.revert(&mut self.ctx)?;
+        let reverted = self.env.revert(&mut self.ctx);
+        self.tell();
+        reverted?;
 
         let interrupted = interrupt.load(Ordering::Relaxed);
         let at = now_rfc3339();
