@@ -154,6 +154,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
         500 => "Internal Server Error",
         _ => "Error",
     }

@@ -23,6 +23,7 @@ mod pages;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use benchlab_report::RunReport;
@@ -119,10 +120,16 @@ pub fn check_access(listen: &SocketAddr, token: Option<&str>) -> Result<(), Serv
     }
 }
 
+/// Connections answered at once; one more is told 503 at once instead
+/// of starting a thread (a bound on memory, not a rate limit).
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// What every connection's thread shares.
 struct Shared {
     opts: Options,
     source: Box<dyn Source>,
+    /// Connections being answered.
+    active: AtomicUsize,
 }
 
 /// A bound server, not yet answering.
@@ -145,7 +152,11 @@ impl Server {
         })?;
         Ok(Server {
             listener,
-            shared: Arc::new(Shared { opts, source }),
+            shared: Arc::new(Shared {
+                opts,
+                source,
+                active: AtomicUsize::new(0),
+            }),
         })
     }
 
@@ -163,8 +174,19 @@ impl Server {
                 // open files for a moment: the next one may succeed.
                 Err(_) => continue,
             };
+            if self.shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                self.shared.active.fetch_sub(1, Ordering::AcqRel);
+                let mut stream = stream;
+                let _ = stream.set_write_timeout(Some(http::IO_TIMEOUT));
+                let _ = Response::error(503, "too many connections at once: try again")
+                    .write_to(&mut stream, false);
+                continue;
+            }
             let shared = self.shared.clone();
-            std::thread::spawn(move || handle(stream, &shared));
+            std::thread::spawn(move || {
+                handle(stream, &shared);
+                shared.active.fetch_sub(1, Ordering::AcqRel);
+            });
         }
         Ok(())
     }
