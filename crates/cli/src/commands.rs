@@ -38,6 +38,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Testbed { action } => testbed(action),
+        Command::Serve { listen, token_file } => {
+            crate::serve_cmd::serve(&cli.db, listen, token_file.as_ref())
+        }
         Command::Relay {
             listen,
             to,

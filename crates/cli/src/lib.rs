@@ -7,6 +7,7 @@ mod import_cmd;
 mod progress;
 mod report_cmd;
 mod runner;
+mod serve_cmd;
 
 use std::path::PathBuf;
 
@@ -202,6 +203,18 @@ enum Command {
         /// extension).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Serve a read-only web UI over the store: runs (with a running
+    /// study's progress), reports, comparisons, hosts side by side, and
+    /// downloads (see docs/serve.md).
+    Serve {
+        /// The address to listen on. Anything but loopback needs a token.
+        #[arg(long, value_name = "ADDR", default_value = benchlab_serve::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// A file whose first line is the token every request must carry
+        /// (default: the BENCHLAB_SERVE_TOKEN environment variable).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
     },
     /// Print this host's inventory (the system-configuration appendix).
     Inventory {

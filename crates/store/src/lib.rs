@@ -35,6 +35,15 @@ pub enum StoreError {
     /// No such run.
     #[error("no run {0} in this database (see `benchlab list`)")]
     NoRun(i64),
+    /// A read-only open found a schema older than this benchlab's, which
+    /// it may not migrate.
+    #[error("the database has schema version {found}, older than this benchlab's {known}, and is open read-only: run `benchlab list` on it once to migrate it")]
+    TooOld {
+        /// The database's version.
+        found: i64,
+        /// The newest this binary knows.
+        known: i64,
+    },
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -388,6 +397,34 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut store = Store { conn };
         store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens an existing store for reading only (`benchlab serve`):
+    /// nothing is created, migrated or written, and a run being written
+    /// by another process stays readable (WAL). A missing file, or a
+    /// schema other than this binary's, is an error.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let store = Store { conn };
+        let found = store.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::TooOld {
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
         Ok(store)
     }
 
@@ -1042,5 +1079,39 @@ mod tests {
         // Reopening does not migrate twice.
         let store = Store::open(&path).unwrap();
         assert_eq!(store.runs().unwrap().len(), 1);
+    }
+
+    /// `open_read_only` reads what a writer committed (even while the
+    /// writer keeps the database open), refuses to write, creates no
+    /// file, and refuses a database of another schema version.
+    #[test]
+    fn read_only_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ro.db");
+        assert!(Store::open_read_only(&path).is_err(), "no file: error");
+        assert!(!path.exists(), "a read-only open creates nothing");
+        let writer = Store::open(&path).unwrap();
+        let id = writer
+            .create_run(&NewRun {
+                study_name: "s",
+                study_file: "s.toml",
+                study_text: "",
+                description: "",
+                options: RunOptions::default(),
+                started_at: "2026-01-01T00:00:00.000Z",
+                controller_host: "h",
+            })
+            .unwrap();
+        let ro = Store::open_read_only(&path).unwrap();
+        assert_eq!(ro.runs().unwrap()[0].id, id);
+        assert!(ro.add_event(id, "t", "k", "m").is_err(), "read-only");
+        drop(writer);
+        drop(ro);
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION - 1)
+            .unwrap();
+        drop(conn);
+        let err = Store::open_read_only(&path).err().unwrap().to_string();
+        assert!(err.contains("older"), "{err}");
     }
 }
