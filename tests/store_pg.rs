@@ -325,3 +325,35 @@ fn an_unreachable_postgres_stops_a_run_before_it_starts() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.db: no such store"));
     assert!(!s.path("missing.db").exists() && !s.path("to.db").exists());
 }
+
+/// In a shared store a running run may belong to another controller: its
+/// process id means nothing here, and resuming it would measure twice.
+#[test]
+fn a_run_of_another_controller_is_not_resumed_here() {
+    let s = Scratch::new();
+    let db = s.db().display().to_string();
+    let study = s.study("pg.toml", STUDY);
+    let out = benchlab(&s, &db, "state")
+        .arg("run")
+        .arg(&study)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    rusqlite::Connection::open(s.db())
+        .unwrap()
+        .execute(
+            "UPDATE run SET status = 'running', controller_host = 'lab-controller-7', controller_pid = 1",
+            [],
+        )
+        .unwrap();
+    let out = benchlab(&s, &db, "state")
+        .args(["run", "--resume", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("run 1 is running on the controller lab-controller-7"),
+        "{err}"
+    );
+}

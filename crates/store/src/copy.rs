@@ -312,11 +312,21 @@ fn write(tx: &mut dyn Exec, run_id: i64, dump: &Dump) -> Result<Copied> {
                     )))
                 }
             };
-            vals[0] = Val::Int(match table.parent {
-                Parent::Run => new_id,
-                Parent::Point => points[&parent],
-                Parent::Sample => samples[&parent],
-            });
+            let mapped = match table.parent {
+                Parent::Run => Some(new_id),
+                Parent::Point => points.get(&parent).copied(),
+                Parent::Sample => samples.get(&parent).copied(),
+            };
+            // A run that is not running is not written, so every child
+            // finds its parent; a miss means the run was resumed while it
+            // was read.
+            let Some(mapped) = mapped else {
+                return Err(StoreError::Copy {
+                    run: run_id,
+                    why: format!("a row of {} without its parent {parent}", table.name),
+                });
+            };
+            vals[0] = Val::Int(mapped);
             if table.id {
                 let id = tx.query_one(&insert, &vals)?.int(0)?;
                 let Some(Val::Int(old)) = old_id else {

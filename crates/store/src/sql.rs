@@ -196,13 +196,13 @@ pub(crate) enum Dialect {
 /// | `{int}`  | `INTEGER`             | `BIGINT` (SQLite's integers are 64-bit)           |
 /// | `{real}` | `REAL`                | `DOUBLE PRECISION` (an f64, as SQLite's REAL)     |
 /// | `{blob}` | `BLOB`                | `BYTEA`                                           |
-/// | `{rowid}`| `rowid`               | `row_number() OVER ()`                            |
+/// | `{rowid}`| `rowid`               | `ctid` (the physical row order)                   |
 ///
 /// `{id}` is SQLite's row id alias: ids come from the database (a sequence
 /// on PostgreSQL), never from the client, so several controllers writing
-/// at once never pick the same one. `{rowid}` only appears where a table
-/// without an id is rebuilt with one; on PostgreSQL that table was born
-/// with this schema and is empty when it is rebuilt.
+/// at once never pick the same one. `{rowid}` only orders the rows of a
+/// table without an id that is rebuilt with one; on PostgreSQL that table
+/// was born with this schema and is empty when it is rebuilt.
 pub(crate) fn render(source: &str, dialect: Dialect) -> String {
     let table: [(&str, &str, &str); 5] = [
         (
@@ -213,7 +213,7 @@ pub(crate) fn render(source: &str, dialect: Dialect) -> String {
         ("{int}", "INTEGER", "BIGINT"),
         ("{real}", "REAL", "DOUBLE PRECISION"),
         ("{blob}", "BLOB", "BYTEA"),
-        ("{rowid}", "rowid", "row_number() OVER ()"),
+        ("{rowid}", "rowid", "ctid"),
     ];
     let mut out = source.to_string();
     for (token, sqlite, pg) in table {
