@@ -348,7 +348,7 @@ fn write(tx: &mut dyn Exec, run_id: i64, dump: &Dump) -> Result<Copied> {
     Ok(Copied::New(new_id))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 pub(crate) fn copied_columns() -> Vec<(String, Vec<String>)> {
     let mut out = vec![(
         "run".to_string(),

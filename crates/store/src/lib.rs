@@ -1131,5 +1131,6 @@ fn run_row(r: &Row) -> Result<RunRow> {
     })
 }
 
-#[cfg(test)]
+// The suite runs on both backends, so it needs the PostgreSQL one.
+#[cfg(all(test, feature = "postgres"))]
 mod tests;
