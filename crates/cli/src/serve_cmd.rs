@@ -148,7 +148,7 @@ pub(crate) fn serve(db: &Path, listen: SocketAddr, token_file: Option<&PathBuf>)
     // asked for port 0.
     println!(
         "benchlab serve: http://{addr}/ (store {}, read-only)",
-        db.display()
+        benchlab_store::Target::from_path(db)
     );
     use std::io::Write;
     std::io::stdout().flush()?;

@@ -201,6 +201,15 @@ impl Run<'_> {
         if run.status == RunStatus::Completed {
             bail!("run {run_id} is already complete: nothing to resume");
         }
+        if run.status == RunStatus::Running && run.controller_host != hostname() {
+            // A shared store (PostgreSQL) holds runs of other controllers:
+            // their pid means nothing here, and resuming a run that its
+            // controller is still running would measure every unit twice.
+            bail!(
+                "run {run_id} is running on the controller {} (or that controller died): resume it there",
+                run.controller_host
+            );
+        }
         if run.status == RunStatus::Running {
             if let Some(pid) = run.controller_pid {
                 if pid as u32 != std::process::id() && process_is_benchlab(pid) {

@@ -245,7 +245,10 @@ fn answer(req: &Request, shared: &Shared) -> Response {
         Err(e) => {
             return Response::error(
                 500,
-                &format!("cannot open the store {}: {e}", shared.opts.db.display()),
+                &format!(
+                    "cannot open the store {}: {e}",
+                    benchlab_store::Target::from_path(&shared.opts.db)
+                ),
             )
         }
     };
