@@ -362,6 +362,14 @@ fn run_reverts_and_refuses_unrestored_journal() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("could not revert"), "{err}");
+    // The engine's note reaches the user through the command line's
+    // observer, once per configuration and host (sut and generator).
+    assert_eq!(
+        err.matches("benchlab: configuration `tuned` on ").count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains("setting(s) applied"), "{err}");
     assert_eq!(snapshot(), before);
     // The store keeps what was changed, with before and after values.
     let db = rusqlite::Connection::open(sc.db()).unwrap();

@@ -183,6 +183,11 @@ const RATE_REPETITIONS: usize = 5;
 ///
 /// A tbf off by more than the tolerance either way still fails.
 fn check_goodput(what: &str, reps: &[f64], want: f64) {
+    check_goodput_within(what, reps, want, RATE_TOLERANCE)
+}
+
+/// As [`check_goodput`], the best repetition within `reach` of the rate.
+fn check_goodput_within(what: &str, reps: &[f64], want: f64, reach: f64) {
     assert_eq!(reps.len(), RATE_REPETITIONS, "{what}: {reps:?}");
     let median = median(reps);
     let best = reps.iter().copied().fold(f64::MIN, f64::max);
@@ -197,8 +202,9 @@ fn check_goodput(what: &str, reps: &[f64], want: f64) {
         "{what}: median {median} Mbit/s of {reps:?} is more than 2 % above the shaped {want}"
     );
     assert!(
-        best >= want * (1.0 - RATE_TOLERANCE),
-        "{what}: even the best of {reps:?} Mbit/s is more than 2 % below the shaped {want}"
+        best >= want * (1.0 - reach),
+        "{what}: even the best of {reps:?} Mbit/s is more than {} % below the shaped {want}",
+        reach * 100.0
     );
 }
 
@@ -811,10 +817,15 @@ fn web_load_is_held_to_a_tbf_rate_and_reaches_it() {
         .iter()
         .map(|m| m * 8.0)
         .collect();
-    check_goodput(
+    // Issue 10's criterion for web.load: at or below the rate, and at
+    // least 95 % of it. Responses count when complete, so the edges of
+    // the 3 s interval lose part of a 64 KiB response each (seen: a best
+    // of 37.0 against 38.26 on a machine at load 16).
+    check_goodput_within(
         &format!("web.load over tbf {rate} Mbit/s"),
         &reps,
         rate * MSS / FRAME,
+        0.05,
     );
     assert!(bed.pids("sut").is_empty(), "nginx left in the namespace");
 }

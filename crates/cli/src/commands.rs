@@ -38,6 +38,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Testbed { action } => testbed(action),
+        Command::Serve { listen, token_file } => {
+            crate::serve_cmd::serve(&cli.db, listen, token_file.as_ref())
+        }
         Command::Relay {
             listen,
             to,
@@ -161,7 +164,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 "benchlab: run {} {} (stored in {}; `benchlab show {}` prints it again{})",
                 outcome.run_id,
                 outcome.status_text(),
-                cli.db.display(),
+                benchlab_store::Target::from_path(&cli.db),
                 outcome.run_id,
                 if outcome.interrupted {
                     format!(", `benchlab run --resume {}` continues it", outcome.run_id)
@@ -181,7 +184,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             let store = open_store(&cli.db)?;
             let runs = store.runs()?;
             if runs.is_empty() {
-                writeln!(std::io::stdout(), "no runs in {}", cli.db.display())?;
+                writeln!(
+                    std::io::stdout(),
+                    "no runs in {}",
+                    benchlab_store::Target::from_path(&cli.db)
+                )?;
             }
             for r in runs {
                 let samples = store.samples(r.id)?;
@@ -237,6 +244,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 csv,
             },
         ),
+        Command::Copy { from, to, runs } => {
+            crate::copy_cmd::copy(from.as_deref().unwrap_or(&cli.db), &to, &runs)
+        }
         Command::Import { file, name } => {
             crate::import_cmd::import(&cli.db, &file, name.as_deref())
         }
@@ -412,8 +422,11 @@ fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
     Ok(RunOptions { scale, quick })
 }
 
+/// Opens `--db`: a SQLite file or a PostgreSQL URL. Messages name it with
+/// its password masked.
 pub(crate) fn open_store(path: &Path) -> Result<Store> {
-    Store::open(path).with_context(|| format!("cannot open the store {}", path.display()))
+    let target = benchlab_store::Target::from_path(path);
+    Store::open_target(&target).with_context(|| format!("cannot open the store {target}"))
 }
 
 /// Reads a study and places its hosts as `--hosts` and `--host` say. The

@@ -2,11 +2,13 @@
 //! whole error chain once and returns the exit code.
 
 mod commands;
+mod copy_cmd;
 mod envcmd;
 mod import_cmd;
 mod progress;
 mod report_cmd;
 mod runner;
+mod serve_cmd;
 
 use std::path::PathBuf;
 
@@ -41,12 +43,16 @@ pub fn registry() -> benchlab_core::Registry {
     long_about = "benchlab runs a study file (hosts, configurations, workloads and their sweeps, repetitions), stores every sample, and prints the comparison tables with % advantage, confidence intervals and verdicts."
 )]
 struct Cli {
-    /// The result store (SQLite).
+    /// The result store: a SQLite file, or a PostgreSQL database as
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB (postgresql:// too; a
+    /// Unix socket: postgres:///DB?host=/run/postgresql). See docs/store.md.
     #[arg(
         long,
         global = true,
         default_value = "benchlab.db",
-        env = "BENCHLAB_DB"
+        env = "BENCHLAB_DB",
+        // The URL may hold a password: `--help` must not print it.
+        hide_env_values = true
     )]
     db: PathBuf,
     #[command(subcommand)]
@@ -204,6 +210,33 @@ enum Command {
         /// extension).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Serve a read-only web UI over the store: runs (with a running
+    /// study's progress), reports, comparisons, hosts side by side, and
+    /// downloads (see docs/serve.md).
+    Serve {
+        /// The address to listen on. Anything but loopback needs a token.
+        #[arg(long, value_name = "ADDR", default_value = benchlab_serve::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// A file whose first line is the token every request must carry
+        /// (default: the BENCHLAB_SERVE_TOKEN environment variable).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
+    /// Copy runs between stores, exactly (SQLite to PostgreSQL, back, or
+    /// file to file): every row of each run, in one transaction per run. A
+    /// run keeps its id when the destination has none of that number.
+    Copy {
+        /// The store to read (default: --db).
+        #[arg(long, value_name = "DB")]
+        from: Option<PathBuf>,
+        /// The store to write: a SQLite file (created when missing) or a
+        /// PostgreSQL URL.
+        #[arg(long, value_name = "DB")]
+        to: PathBuf,
+        /// The runs to copy (default: every run that is not running).
+        #[arg(value_name = "RUN")]
+        runs: Vec<i64>,
     },
     /// Print this host's inventory (the system-configuration appendix).
     Inventory {

@@ -221,6 +221,10 @@ impl Observer for Printer {
             p.finish();
         }
     }
+
+    fn note(&mut self, text: &str) {
+        eprintln!("benchlab: {text}");
+    }
 }
 
 #[cfg(test)]

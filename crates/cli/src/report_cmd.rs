@@ -244,6 +244,26 @@ pub(crate) fn byte_params(reg: &Registry, kind: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A run's report as `benchlab report` writes it: the tables and views,
+/// with the run's events and its latency distributions (`benchlab serve`
+/// shows the same).
+pub(crate) fn full_report(store: &Store, reg: &Registry, id: i64) -> Result<RunReport> {
+    let mut r = runner::report(store, reg, id)?;
+    r.events = store.events(id)?;
+    // Published figures have no distributions to draw.
+    if !crate::import_cmd::is_published_run(store, id)? {
+        let plan = runner::stored_plan(store, reg, id)?;
+        r.latency = benchlab_report::model::latency_views(
+            &store.points(id)?,
+            &store.samples(id)?,
+            &plan,
+            |point, rep| store.side_results(point, rep).unwrap_or_default(),
+            &r.configurations,
+        );
+    }
+    Ok(r)
+}
+
 /// Where `benchlab report` writes.
 pub(crate) struct Outputs {
     pub html: Option<PathBuf>,
@@ -268,22 +288,7 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
     };
     let single = runs.len() == 1 && !runs[0].contains(':');
     let report = if single {
-        let id = parse_spec(&runs[0])?.run;
-        let reg = registry();
-        let mut r = runner::report(&store, &reg, id)?;
-        r.events = store.events(id)?;
-        // Published figures have no distributions to draw.
-        if !crate::import_cmd::is_published_run(&store, id)? {
-            let plan = runner::stored_plan(&store, &reg, id)?;
-            r.latency = benchlab_report::model::latency_views(
-                &store.points(id)?,
-                &store.samples(id)?,
-                &plan,
-                |point, rep| store.side_results(point, rep).unwrap_or_default(),
-                &r.configurations,
-            );
-        }
-        r
+        full_report(&store, &registry(), parse_spec(&runs[0])?.run)?
     } else {
         let (reports, sides) = load(&store, &runs)?;
         combined(&reports, &sides, 0)

@@ -203,6 +203,14 @@ pub trait Workload: Send + Sync + 'static {
     }
     /// Expected wall-clock time of one repetition (for the ETA).
     fn expected_duration(&self, params: &Params) -> Duration;
+    /// Where the measured interval of one repetition lies: its offset from
+    /// the clients' common start (the ramp-up) and its length. A workload
+    /// with a service server side that declares it gets the service
+    /// observed over exactly that interval; without it, over the clients'
+    /// whole run.
+    fn measured_window(&self, _params: &Params) -> Option<(Duration, Duration)> {
+        None
+    }
     /// Whether the workload has a server side of benchlab's own.
     fn has_server(&self) -> bool {
         true

@@ -22,6 +22,8 @@ pub(crate) struct RunCtx<'a> {
     pub(crate) run_id: i64,
     /// Set by a signal: stop cleanly.
     pub(crate) interrupt: &'a AtomicBool,
+    /// Notes for the user not yet handed to the observer.
+    pub(crate) notes: Vec<String>,
 }
 
 impl RunCtx<'_> {

@@ -12,7 +12,7 @@ use benchlab_core::placement::Placement;
 use benchlab_core::study::{Study, Transport};
 use benchlab_env::profile::Profile;
 use benchlab_env::{ChangeReport, ChangeStatus, LoadUsage, SessionSpec};
-use benchlab_store::{SettingChangeRow, Store};
+use benchlab_store::SettingChangeRow;
 
 use crate::context::RunCtx;
 
@@ -172,7 +172,7 @@ impl EnvControl {
         }
         if self.failed.is_some() {
             // Nothing half-applied stays: what did apply is reverted now.
-            self.revert_sessions(ctx.store, ctx.run_id, ctx.interrupt)?;
+            self.revert_sessions(ctx)?;
             return Ok(());
         }
         if let Some(t) = shield_tasks {
@@ -191,7 +191,7 @@ impl EnvControl {
         ctx: &mut RunCtx<'_>,
         shield_tasks: &mut Option<String>,
     ) -> Result<(), String> {
-        let (store, run_id, interrupt) = (&mut *ctx.store, ctx.run_id, ctx.interrupt);
+        let (run_id, interrupt) = (ctx.run_id, ctx.interrupt);
         let host = spec.host.clone();
         let name = self.config_name.clone();
         let has_load = spec.load.is_some();
@@ -200,7 +200,7 @@ impl EnvControl {
                 changes,
                 shield_tasks: tasks,
             }) => {
-                store
+                ctx.store
                     .add_setting_changes(run_id, &rows(idx, &host, "apply", &changes))
                     .map_err(|e| format!("store: {e}"))?;
                 let count = |s: ChangeStatus| changes.iter().filter(|c| c.status == s).count();
@@ -212,16 +212,22 @@ impl EnvControl {
                     .filter(|c| matches!(c.status, ChangeStatus::Skipped | ChangeStatus::Failed))
                     .collect();
                 if first {
-                    eprintln!(
-                        "benchlab: configuration `{name}` on {host}: {} setting(s) applied, {} unchanged, {} skipped, {} failed",
+                    let mut note = format!(
+                        "configuration `{name}` on {host}: {} setting(s) applied, {} unchanged, {} skipped, {} failed",
                         count(ChangeStatus::Applied),
                         count(ChangeStatus::Unchanged),
                         count(ChangeStatus::Skipped),
                         count(ChangeStatus::Failed)
                     );
                     for c in unusual {
-                        eprintln!("  {} {}: {}", c.status.name(), c.setting, c.note);
+                        note.push_str(&format!(
+                            "\n  {} {}: {}",
+                            c.status.name(),
+                            c.setting,
+                            c.note
+                        ));
                     }
+                    ctx.notes.push(note);
                 }
                 if tasks.is_some() {
                     *shield_tasks = tasks;
@@ -288,22 +294,17 @@ impl EnvControl {
 
     /// Reverts the applied configuration, if any.
     pub(crate) fn revert(&mut self, ctx: &mut RunCtx<'_>) -> anyhow::Result<()> {
-        self.revert_sessions(ctx.store, ctx.run_id, ctx.interrupt)?;
+        self.revert_sessions(ctx)?;
         self.current = None;
         self.profile = None;
         ctx.pool.set_launchers(&[], &[]);
         Ok(())
     }
 
-    fn revert_sessions(
-        &mut self,
-        store: &mut Store,
-        run_id: i64,
-        interrupt: &AtomicBool,
-    ) -> anyhow::Result<()> {
+    fn revert_sessions(&mut self, ctx: &mut RunCtx<'_>) -> anyhow::Result<()> {
         let idx = self.current.unwrap_or(0);
-        // A revert must happen even after Ctrl-C: a flag that never fires.
-        let _ = interrupt;
+        // A revert must happen even after Ctrl-C: a flag that never fires
+        // (not the run's interrupt).
         let never = AtomicBool::new(false);
         while let Some((host, mut agent, _)) = self.sessions.pop() {
             match agent.request(&Request::EnvRevert, ENV_TIMEOUT, &never) {
@@ -313,13 +314,17 @@ impl EnvControl {
                         .filter(|c| c.status == ChangeStatus::RevertFailed)
                         .collect();
                     for f in &failed {
-                        eprintln!("benchlab: {host}: could not revert {}: {}", f.setting, f.note);
+                        ctx.notes.push(format!(
+                            "{host}: could not revert {}: {}",
+                            f.setting, f.note
+                        ));
                     }
-                    store.add_setting_changes(run_id, &rows(idx, &host, "revert", &changes))?;
+                    ctx.store
+                        .add_setting_changes(ctx.run_id, &rows(idx, &host, "revert", &changes))?;
                 }
-                other => eprintln!(
-                    "benchlab: {host}: revert did not answer ({other:?}); run `benchlab restore` to put its settings back"
-                ),
+                other => ctx.notes.push(format!(
+                    "{host}: revert did not answer ({other:?}); run `benchlab restore` to put its settings back"
+                )),
             }
             agent.shutdown();
         }

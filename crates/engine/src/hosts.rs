@@ -377,7 +377,8 @@ impl Pool {
         study: &Study,
         interrupt: &AtomicBool,
         restore_first: bool,
-    ) -> Result<(Pool, Vec<HostInventory>)> {
+    ) -> Result<(Pool, Vec<HostInventory>, Vec<String>)> {
+        let mut notes = Vec::new();
         let mut pending_restore = false;
         let mut boot_ids = Vec::new();
         let mut roles: BTreeMap<String, Vec<&str>> = BTreeMap::new();
@@ -494,11 +495,15 @@ impl Pool {
                                         c.status == benchlab_env::ChangeStatus::RevertFailed
                                     })
                                     .count();
-                                eprintln!(
-                                    "benchlab: {what}: restored {} setting(s) an earlier run left changed{}",
+                                notes.push(format!(
+                                    "{what}: restored {} setting(s) an earlier run left changed{}",
                                     changes.len() - failed,
-                                    if failed > 0 { format!(", {failed} could not be restored") } else { String::new() }
-                                );
+                                    if failed > 0 {
+                                        format!(", {failed} could not be restored")
+                                    } else {
+                                        String::new()
+                                    }
+                                ));
                             }
                             Ok(Response::Error { message, .. }) => {
                                 problems.push(format!("{what}: restore failed: {message}"))
@@ -542,7 +547,7 @@ impl Pool {
                 problems.join("\n  ")
             );
         }
-        Ok((pool, inventories))
+        Ok((pool, inventories, notes))
     }
 
     /// Proves that `client` reaches `server`'s data port: one `fake`

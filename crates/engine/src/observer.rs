@@ -100,6 +100,11 @@ pub trait Observer {
     fn skip(&mut self, index: usize);
     /// No more repetitions will run.
     fn finish(&mut self);
+    /// Something the user should read about the run that is not a
+    /// repetition: a configuration's settings applied, skipped or failed,
+    /// a revert that failed, an earlier run's settings restored. The
+    /// engine prints nothing itself; this is how it speaks.
+    fn note(&mut self, _text: &str) {}
 }
 
 /// An observer that is told nothing worth keeping.

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -112,7 +113,7 @@ impl Run<'_> {
             observer,
             restore_first,
         } = self;
-        let (mut pool, inventories) = Pool::preflight(study, interrupt, restore_first)?;
+        let (mut pool, inventories, notes) = Pool::preflight(study, interrupt, restore_first)?;
         services::check_all(study, &mut pool)?;
         let started = now_rfc3339();
         let run_id = store.create_run(&NewRun {
@@ -181,6 +182,7 @@ impl Run<'_> {
                 store,
                 run_id,
                 interrupt,
+                notes,
             },
         }
         .execute()
@@ -199,6 +201,15 @@ impl Run<'_> {
         if run.status == RunStatus::Completed {
             bail!("run {run_id} is already complete: nothing to resume");
         }
+        if run.status == RunStatus::Running && run.controller_host != hostname() {
+            // A shared store (PostgreSQL) holds runs of other controllers:
+            // their pid means nothing here, and resuming a run that its
+            // controller is still running would measure every unit twice.
+            bail!(
+                "run {run_id} is running on the controller {} (or that controller died): resume it there",
+                run.controller_host
+            );
+        }
         if run.status == RunStatus::Running {
             if let Some(pid) = run.controller_pid {
                 if pid as u32 != std::process::id() && process_is_benchlab(pid) {
@@ -216,7 +227,7 @@ impl Run<'_> {
             }
         }
         let study = plan.study;
-        let (mut pool, inventories) = Pool::preflight(&study, interrupt, restore_first)?;
+        let (mut pool, inventories, notes) = Pool::preflight(&study, interrupt, restore_first)?;
         services::check_all(&study, &mut pool)?;
         store_hosts(store, run_id, inventories)?;
         store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
@@ -233,6 +244,7 @@ impl Run<'_> {
                 store,
                 run_id,
                 interrupt,
+                notes,
             },
         }
         .execute()
@@ -277,6 +289,13 @@ struct Engine<'a> {
 }
 
 impl Engine<'_> {
+    /// Hands the notes gathered so far to the observer.
+    fn tell(&mut self) {
+        for n in self.ctx.notes.drain(..) {
+            self.observer.note(&n);
+        }
+    }
+
     /// Runs every repetition not yet stored, then puts the hosts back.
     fn execute(mut self) -> Result<Outcome> {
         let (reg, opts) = (self.reg, self.opts);
@@ -307,6 +326,7 @@ impl Engine<'_> {
                 .collect(),
             already: done.len(),
         });
+        self.tell();
         let mut failed = 0;
         let mut stopped = false;
         let mut adaptive = AdaptiveState::load(self.ctx.store, run_id, reg)?;
@@ -352,7 +372,9 @@ impl Engine<'_> {
                     params: point.params.clone(),
                 },
             )?;
-            self.env.switch(point.config, &entry.name, &mut self.ctx)?;
+            let switched = self.env.switch(point.config, &entry.name, &mut self.ctx);
+            self.tell();
+            switched?;
             if interrupt.load(Ordering::Relaxed) {
                 // Ctrl-C while a configuration was being applied: not a
                 // failure of the point, which is simply not run.
@@ -495,7 +517,9 @@ impl Engine<'_> {
         self.observer.finish();
         // Stop the services, then put every host back (also after Ctrl-C).
         self.svc.stop_all(&mut self.ctx);
-        self.env.revert(&mut self.ctx)?;
+        let reverted = self.env.revert(&mut self.ctx);
+        self.tell();
+        reverted?;
 
         let interrupted = interrupt.load(Ordering::Relaxed);
         let at = now_rfc3339();
@@ -786,15 +810,37 @@ impl Engine<'_> {
                 service: services.get(job.target).map(|t| t.info.clone()),
             })
             .collect();
-        // The services are observed around the clients' run (ramps included:
-        // the client sides, not the engine, know the measured interval).
-        let before = services::usage(ctx, services);
-        let results = if gated {
-            barrier_run(&mut agents, &requests, expected, interrupt)
-        } else {
-            fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
+        // The services are observed over the measured interval when the
+        // workload says where it lies (from the barrier's common start),
+        // else around the clients' whole run.
+        let window = match (gated, services.is_empty()) {
+            (true, false) => wl.measured_window(&point.params),
+            _ => None,
         };
-        let after = services::usage(ctx, services);
+        let (results, before, after) = match window {
+            Some((skip, len)) => {
+                let pool = &mut ctx.pool;
+                let (go_tx, go_rx) = mpsc::channel();
+                std::thread::scope(|s| {
+                    let observer = s
+                        .spawn(move || services::observe_window(pool, services, &go_rx, skip, len));
+                    let results =
+                        barrier_run(&mut agents, &requests, expected, interrupt, Some(&go_tx));
+                    drop(go_tx);
+                    let (before, after) = observer.join().expect("service observer thread");
+                    (results, before, after)
+                })
+            }
+            None => {
+                let before = services::usage(ctx, services);
+                let results = if gated {
+                    barrier_run(&mut agents, &requests, expected, interrupt, None)
+                } else {
+                    fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
+                };
+                (results, before, services::usage(ctx, services))
+            }
+        };
         for (job, agent) in jobs.iter().zip(agents) {
             ctx.pool.put(&job.host, Role::Client, job.slot, agent);
         }
@@ -956,14 +1002,20 @@ fn fan_out(
 /// common start instant). If any side fails to arrive, those waiting are
 /// released with `abort`, so that none is left at the gate, and the first
 /// real failure is what the point reports.
+/// `started`, when given, is told the start instant once every side has
+/// arrived (just before `go` is sent).
 fn barrier_run(
     agents: &mut [AgentHandle],
     requests: &[Request],
     expected: Duration,
     interrupt: &AtomicBool,
+    started: Option<&mpsc::Sender<Instant>>,
 ) -> Vec<Result<Response, AgentError>> {
     let arrivals = fan_out(agents, requests, CLIENT_SLACK, interrupt);
     let all_arrived = arrivals.iter().all(|r| matches!(r, Ok(Response::Arrived)));
+    if let (true, Some(tx)) = (all_arrived, started) {
+        let _ = tx.send(Instant::now());
+    }
     let waiting: Vec<bool> = arrivals
         .iter()
         .map(|r| matches!(r, Ok(Response::Arrived)))

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use benchlab_agent::{Request, Response};
@@ -417,11 +418,47 @@ fn unprepare(ctx: &mut RunCtx<'_>, host: &str, paths: Vec<PathBuf>) -> Result<()
 
 /// A snapshot of every managed target's use (`None` for unmanaged ones).
 pub(crate) fn usage(ctx: &mut RunCtx<'_>, targets: &[Target]) -> Vec<Option<ServiceUsage>> {
+    usage_in(&mut ctx.pool, targets)
+}
+
+/// Snapshots of every managed target's use over the workload's measured
+/// interval: `go` brings the clients' common start instant; the first
+/// snapshot is taken `skip` (the ramp-up) after it and the second `len`
+/// later, so that ramps are not observed. The run may end early (a failed
+/// point: the caller drops its sender): before the interval, nothing is
+/// observed; inside it, the second snapshot is taken then.
+pub(crate) fn observe_window(
+    pool: &mut Pool,
+    targets: &[Target],
+    go: &mpsc::Receiver<Instant>,
+    skip: Duration,
+    len: Duration,
+) -> (Vec<Option<ServiceUsage>>, Vec<Option<ServiceUsage>>) {
+    let nothing = || targets.iter().map(|_| None).collect::<Vec<_>>();
+    let Ok(start) = go.recv() else {
+        return (nothing(), nothing());
+    };
+    let wait_until = |t: Instant| match go.recv_timeout(t.saturating_duration_since(Instant::now()))
+    {
+        Err(mpsc::RecvTimeoutError::Timeout) => true,
+        // The run ended (or, never, a second start): stop waiting.
+        _ => false,
+    };
+    if !wait_until(start + skip) {
+        return (nothing(), nothing());
+    }
+    let before = usage_in(pool, targets);
+    wait_until(start + skip + len);
+    let after = usage_in(pool, targets);
+    (before, after)
+}
+
+fn usage_in(pool: &mut Pool, targets: &[Target]) -> Vec<Option<ServiceUsage>> {
     targets
         .iter()
         .map(|t| {
             let host = t.managed_on.as_ref()?;
-            let agent = ctx.pool.agent(host, Role::Server, 0).ok()?;
+            let agent = pool.agent(host, Role::Server, 0).ok()?;
             match agent.request(
                 &Request::ServiceUsage {
                     name: t.info.name.clone(),

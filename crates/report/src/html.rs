@@ -75,15 +75,27 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// The report's style sheet, for a page that embeds [`render_body`].
+pub fn style() -> &'static str {
+    STYLE
+}
+
 /// Renders the whole report as one HTML document.
 pub fn render_html(report: &RunReport) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n{}</body></html>\n",
+        esc(&report.run.study_name),
+        render_body(report)
+    )
+}
+
+/// The report's content, without the document around it: what
+/// [`render_html`] writes inside `<body>`, and what `benchlab serve`
+/// embeds in its pages (with [`style`]), so that the file and the web UI
+/// are one renderer.
+pub fn render_body(report: &RunReport) -> String {
     let mut o = String::new();
     let r = &report.run;
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n",
-        esc(&r.study_name)
-    );
     let _ = writeln!(o, "<h1>{}</h1>", esc(&r.study_name));
     if !r.description.is_empty() {
         let _ = writeln!(o, "<p>{}</p>", esc(&r.description));
@@ -165,9 +177,9 @@ pub fn render_html(report: &RunReport) -> String {
     services_html(report, &mut o);
     appendix_b(report, &mut o);
 
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<pre id=\"chart-check\"></pre>\n<script>{CHECK_SCRIPT}</script>\n</body></html>\n"
+        "<pre id=\"chart-check\"></pre>\n<script>{CHECK_SCRIPT}</script>"
     );
     o
 }
@@ -1208,26 +1220,7 @@ fn failures_section(report: &RunReport, o: &mut String) {
 /// values differ between hosts highlighted; then the settings changed.
 fn appendix_a(report: &RunReport, o: &mut String) {
     o.push_str("<h2>Appendix A — system configuration</h2>\n");
-    let invs: Vec<(String, benchlab_inventory::Inventory)> = report
-        .hosts
-        .iter()
-        .filter_map(|h| {
-            serde_json::from_value(h.inventory.clone())
-                .ok()
-                .map(|i| (format!("{} ({})", h.name, h.roles), i))
-        })
-        .collect();
-    if invs.is_empty() {
-        o.push_str("<p>No host inventory was recorded.</p>\n");
-    } else {
-        let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
-            invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
-        let md = benchlab_inventory::render_markdown(&refs);
-        if refs.len() > 1 {
-            o.push_str("<p class=\"small\">Rows where the hosts differ are highlighted.</p>\n");
-        }
-        markdown_tables_to_html(&md, o);
-    }
+    o.push_str(&inventory_html(&report.hosts));
     o.push_str("<h3>Settings changed by each configuration</h3>\n");
     if report.settings.is_empty() {
         o.push_str("<p>None recorded: the configurations changed no system setting (placement only), or this store does not record them.</p>\n");
@@ -1248,6 +1241,34 @@ fn appendix_a(report: &RunReport, o: &mut String) {
         }
         o.push_str("</table>\n");
     }
+}
+
+/// The system-configuration tables of `hosts` side by side (one column
+/// per host, as Appendix A shows them), rows where the hosts differ
+/// highlighted: Appendix A's first part, and `benchlab serve`'s hosts
+/// page.
+pub fn inventory_html(hosts: &[benchlab_store::HostRow]) -> String {
+    let mut o = String::new();
+    let invs: Vec<(String, benchlab_inventory::Inventory)> = hosts
+        .iter()
+        .filter_map(|h| {
+            serde_json::from_value(h.inventory.clone())
+                .ok()
+                .map(|i| (format!("{} ({})", h.name, h.roles), i))
+        })
+        .collect();
+    if invs.is_empty() {
+        o.push_str("<p>No host inventory was recorded.</p>\n");
+    } else {
+        let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
+            invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
+        let md = benchlab_inventory::render_markdown(&refs);
+        if refs.len() > 1 {
+            o.push_str("<p class=\"small\">Rows where the hosts differ are highlighted.</p>\n");
+        }
+        markdown_tables_to_html(&md, &mut o);
+    }
+    o
 }
 
 /// Converts the simple Markdown emitted by the inventory renderer (tables,

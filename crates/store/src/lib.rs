@@ -1,19 +1,41 @@
 //! The result store: the only crate that speaks SQL.
 //!
-//! SQLite in WAL mode, schema versioned through `PRAGMA user_version` and a
-//! list of migrations applied in order. A run holds its study file text,
-//! its options, its configurations, every host's inventory, its points, and
-//! every repetition's result — each committed the moment it finishes, so an
-//! interruption loses nothing that was done.
+//! Two backends behind one [`Store`]: SQLite (the embedded default, one
+//! file, WAL mode) and PostgreSQL (a lab's shared store, which several
+//! controllers write to at once). `--db postgres://…` or
+//! `postgresql://…` picks PostgreSQL, anything else is a SQLite file
+//! ([`Target`]). Both get the same schema from the same migrations
+//! ([`sql::render`] maps the few type names that differ) and every query
+//! is written once ([`sql::Exec`]).
+//!
+//! A run holds its study file text, its options, its configurations, every
+//! host's inventory, its points, and every repetition's result — each
+//! committed the moment it finishes, so an interruption loses nothing that
+//! was done. Ids come from the database (SQLite's rowid, PostgreSQL's
+//! identity sequences), never from the client, so concurrent writers never
+//! collide. [`Store::copy_run`] moves a run between stores exactly.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use base64::Engine;
 use benchlab_core::plan::RunOptions;
 use benchlab_core::recorder::HistogramData;
 use benchlab_core::{Params, Sample, SideResult};
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
+
+mod copy;
+#[cfg(feature = "postgres")]
+mod pg;
+mod sql;
+mod target;
+
+pub use copy::Copied;
+#[cfg(feature = "postgres")]
+pub use pg::MIN_SERVER_VERSION;
+pub use target::{is_postgres_url, redact, Target, POSTGRES_SCHEMES};
+
+use sql::{vals, Dialect, Exec, Row};
 
 /// Store errors.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +43,10 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    /// PostgreSQL failed.
+    #[cfg(feature = "postgres")]
+    #[error("PostgreSQL: {}", pg::error_text(.0))]
+    Postgres(#[source] postgres::Error),
     /// Stored JSON did not parse.
     #[error("stored data is corrupt: {0}")]
     Json(#[from] serde_json::Error),
@@ -35,15 +61,64 @@ pub enum StoreError {
     /// No such run.
     #[error("no run {0} in this database (see `benchlab list`)")]
     NoRun(i64),
+    /// A read-only open found a schema older than this benchlab's, which
+    /// it may not migrate.
+    #[error("the database has schema version {found}, older than this benchlab's {known}, and is open read-only: run `benchlab list` on it once to migrate it")]
+    TooOld {
+        /// The database's version.
+        found: i64,
+        /// The newest this binary knows.
+        known: i64,
+    },
+    /// A PostgreSQL server could not be reached or refused the connection.
+    #[error("cannot connect to {db}: {why}")]
+    Connect {
+        /// The database, its password masked.
+        db: String,
+        /// What the client or the server said.
+        why: String,
+    },
+    /// The PostgreSQL server is older than the store needs.
+    #[error("{db} runs PostgreSQL {found} (server_version_num); the store needs {min} or newer")]
+    ServerVersion {
+        /// The database, its password masked.
+        db: String,
+        /// The server's `server_version_num`.
+        found: String,
+        /// The oldest accepted `server_version_num`.
+        min: i64,
+    },
+    /// A PostgreSQL URL given to a benchlab built without the backend.
+    #[error("{0} is a PostgreSQL database, but this benchlab was built without PostgreSQL (cargo feature `postgres` of benchlab-store)")]
+    NoPostgres(String),
+    /// A value of an unexpected type in a column.
+    #[error("unexpected stored value: {0}")]
+    Type(String),
+    /// A run cannot be copied as it is.
+    #[error("run {run}: {why}")]
+    Copy {
+        /// The run in the source store.
+        run: i64,
+        /// Why not.
+        why: String,
+    },
+}
+
+#[cfg(feature = "postgres")]
+impl From<postgres::Error> for StoreError {
+    fn from(e: postgres::Error) -> StoreError {
+        StoreError::Postgres(e)
+    }
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
 
 /// Migrations, in order; migration `i` brings the schema to version `i+1`.
-const MIGRATIONS: &[&str] = &[
+/// Written once for both backends: see [`sql::render`] for the tokens.
+pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE run (
-    id               INTEGER PRIMARY KEY,
+    id               {id},
     study_name       TEXT NOT NULL,
     study_file       TEXT NOT NULL,
     study_text       TEXT NOT NULL,
@@ -54,39 +129,39 @@ CREATE TABLE run (
     ended_at         TEXT,
     benchlab_version TEXT NOT NULL,
     controller_host  TEXT NOT NULL,
-    controller_pid   INTEGER
+    controller_pid   {int}
 );
 CREATE TABLE configuration (
-    run_id      INTEGER NOT NULL REFERENCES run(id),
-    idx         INTEGER NOT NULL,
+    run_id      {int} NOT NULL REFERENCES run(id),
+    idx         {int} NOT NULL,
     name        TEXT NOT NULL,
     description TEXT NOT NULL,
     spec_json   TEXT NOT NULL,
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE host (
-    run_id         INTEGER NOT NULL REFERENCES run(id),
+    run_id         {int} NOT NULL REFERENCES run(id),
     name           TEXT NOT NULL,
     roles          TEXT NOT NULL,
     inventory_json TEXT NOT NULL,
     PRIMARY KEY (run_id, name)
 );
 CREATE TABLE point (
-    id            INTEGER PRIMARY KEY,
-    run_id        INTEGER NOT NULL REFERENCES run(id),
-    config_idx    INTEGER NOT NULL,
-    workload_idx  INTEGER NOT NULL,
+    id            {id},
+    run_id        {int} NOT NULL REFERENCES run(id),
+    config_idx    {int} NOT NULL,
+    workload_idx  {int} NOT NULL,
     workload_name TEXT NOT NULL,
     kind          TEXT NOT NULL,
-    point_idx     INTEGER NOT NULL,
+    point_idx     {int} NOT NULL,
     label         TEXT NOT NULL,
     params_json   TEXT NOT NULL,
     UNIQUE (run_id, config_idx, workload_idx, point_idx)
 );
 CREATE TABLE sample (
-    id           INTEGER PRIMARY KEY,
-    point_id     INTEGER NOT NULL REFERENCES point(id),
-    repetition   INTEGER NOT NULL,
+    id           {id},
+    point_id     {int} NOT NULL REFERENCES point(id),
+    repetition   {int} NOT NULL,
     status       TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'skipped')),
     reason       TEXT,
     started_at   TEXT NOT NULL,
@@ -95,26 +170,26 @@ CREATE TABLE sample (
     UNIQUE (point_id, repetition)
 );
 CREATE TABLE side_result (
-    sample_id   INTEGER NOT NULL REFERENCES sample(id),
+    sample_id   {int} NOT NULL REFERENCES sample(id),
     side        TEXT NOT NULL CHECK (side IN ('client', 'server')),
     result_json TEXT NOT NULL,
     PRIMARY KEY (sample_id, side)
 );
 CREATE TABLE histogram (
-    sample_id  INTEGER NOT NULL REFERENCES sample(id),
+    sample_id  {int} NOT NULL REFERENCES sample(id),
     side       TEXT NOT NULL,
     name       TEXT NOT NULL,
     unit       TEXT NOT NULL,
-    count      INTEGER NOT NULL,
-    min        INTEGER NOT NULL,
-    max        INTEGER NOT NULL,
-    mean       REAL NOT NULL,
-    stddev     REAL NOT NULL,
-    hdr_v2     BLOB NOT NULL,
+    count      {int} NOT NULL,
+    min        {int} NOT NULL,
+    max        {int} NOT NULL,
+    mean       {real} NOT NULL,
+    stddev     {real} NOT NULL,
+    hdr_v2     {blob} NOT NULL,
     PRIMARY KEY (sample_id, side, name)
 );
 CREATE TABLE run_event (
-    run_id  INTEGER NOT NULL REFERENCES run(id),
+    run_id  {int} NOT NULL REFERENCES run(id),
     at      TEXT NOT NULL,
     kind    TEXT NOT NULL,
     message TEXT NOT NULL
@@ -124,7 +199,7 @@ CREATE TABLE run_event (
 -- Workloads with several targets (seed 003's two guests): each target's
 -- own sides, next to the aggregate sample.
 CREATE TABLE target_result (
-    sample_id   INTEGER NOT NULL REFERENCES sample(id),
+    sample_id   {int} NOT NULL REFERENCES sample(id),
     target      TEXT NOT NULL,
     side        TEXT NOT NULL CHECK (side IN ('client', 'server')),
     result_json TEXT NOT NULL,
@@ -136,9 +211,9 @@ CREATE TABLE target_result (
 -- background load) with before and after values, when it was applied and
 -- when it was reverted: the report's "settings changed" appendix.
 CREATE TABLE setting_change (
-    id          INTEGER PRIMARY KEY,
-    run_id      INTEGER NOT NULL REFERENCES run(id),
-    config_idx  INTEGER NOT NULL,
+    id          {id},
+    run_id      {int} NOT NULL REFERENCES run(id),
+    config_idx  {int} NOT NULL,
     host        TEXT NOT NULL,
     phase       TEXT NOT NULL CHECK (phase IN ('apply', 'revert')),
     setting     TEXT NOT NULL,
@@ -153,8 +228,8 @@ CREATE INDEX setting_change_run ON setting_change(run_id);
     // that reports never parse the study text again.
     r#"
 CREATE TABLE run_plan (
-    run_id   INTEGER PRIMARY KEY REFERENCES run(id),
-    version  INTEGER NOT NULL,
+    run_id   {int} PRIMARY KEY REFERENCES run(id),
+    version  {int} NOT NULL,
     plan     TEXT NOT NULL
 );
 "#,
@@ -162,13 +237,30 @@ CREATE TABLE run_plan (
     // configuration (secrets masked), placement — the appendix's source.
     r#"
 CREATE TABLE service (
-    id          INTEGER PRIMARY KEY,
-    run_id      INTEGER NOT NULL REFERENCES run(id),
-    config_idx  INTEGER NOT NULL,
+    id          {id},
+    run_id      {int} NOT NULL REFERENCES run(id),
+    config_idx  {int} NOT NULL,
     name        TEXT NOT NULL,
     description TEXT NOT NULL
 );
 CREATE INDEX service_run ON service(run_id);
+"#,
+    // Events get an id of their own: their order was SQLite's hidden
+    // rowid, which PostgreSQL has no twin of. The rebuilt table numbers
+    // the old events in their order.
+    r#"
+CREATE TABLE run_event_new (
+    id      {id},
+    run_id  {int} NOT NULL REFERENCES run(id),
+    at      TEXT NOT NULL,
+    kind    TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+INSERT INTO run_event_new (run_id, at, kind, message)
+    SELECT run_id, at, kind, message FROM run_event ORDER BY {rowid};
+DROP TABLE run_event;
+ALTER TABLE run_event_new RENAME TO run_event;
+CREATE INDEX run_event_run ON run_event(run_id);
 "#,
 ];
 
@@ -372,65 +464,219 @@ pub struct SampleRow {
     pub metrics: std::collections::BTreeMap<String, f64>,
 }
 
+/// Which backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A SQLite file.
+    Sqlite,
+    /// A PostgreSQL database.
+    Postgres,
+}
+
+/// An open connection of either backend.
+enum Conn {
+    Sqlite(rusqlite::Connection),
+    // Boxed: one store per process, and the enum stays small.
+    #[cfg(feature = "postgres")]
+    Postgres(Box<pg::Pg>),
+}
+
 /// The store.
+///
+/// Every method takes `&self` or `&mut self` as it did when the store was
+/// SQLite only; the connection sits in a `RefCell` because the PostgreSQL
+/// client needs `&mut` for every statement. A store is used by one thread
+/// at a time (it is `Send`, not `Sync`), as a SQLite connection is.
 pub struct Store {
-    conn: Connection,
+    conn: RefCell<Conn>,
+    target: Target,
 }
 
 impl Store {
-    /// Opens (creating if needed) and migrates a store.
+    /// Opens (creating if needed) and migrates a store. A path that reads
+    /// `postgres://…` or `postgresql://…` is a PostgreSQL URL (see
+    /// [`Store::open_target`]); anything else is a SQLite file.
     pub fn open(path: &Path) -> Result<Store> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // FULL: a committed sample survives a power cut, not just a crash.
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        let mut store = Store { conn };
-        store.migrate()?;
-        Ok(store)
+        Store::open_target(&Target::from_path(path))
     }
 
-    fn migrate(&mut self) -> Result<()> {
-        let version: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
+    /// Opens an existing store for reading only (`benchlab serve`):
+    /// nothing is created, migrated or written, and a run being written
+    /// by another process stays readable (WAL). A missing file, or a
+    /// schema other than this binary's, is an error. A PostgreSQL URL is
+    /// connected to without migrating.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        let target = Target::from_path(path);
+        let conn = match &target {
+            Target::Sqlite(path) => {
+                use rusqlite::OpenFlags;
+                let conn = rusqlite::Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?;
+                conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                Conn::Sqlite(conn)
+            }
+            #[cfg(feature = "postgres")]
+            Target::Postgres(url) => {
+                Conn::Postgres(Box::new(pg::Pg::connect(url, &target.redacted())?))
+            }
+            #[cfg(not(feature = "postgres"))]
+            Target::Postgres(_) => return Err(StoreError::NoPostgres(target.redacted())),
+        };
+        let store = Store {
+            conn: RefCell::new(conn),
+            target,
+        };
+        let found = store.schema_version()?;
+        if found > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
-                found: version,
+                found,
                 known: SCHEMA_VERSION,
             });
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-            tx.commit()?;
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::TooOld {
+                found,
+                known: SCHEMA_VERSION,
+            });
         }
-        Ok(())
+        Ok(store)
+    }
+
+    /// Opens a `--db` value: a PostgreSQL URL or a SQLite path.
+    pub fn open_db(db: &str) -> Result<Store> {
+        Store::open_target(&Target::parse(db))
+    }
+
+    /// Opens (creating a SQLite file if needed) and migrates a store. A
+    /// PostgreSQL database must exist; an unreachable server, a refused
+    /// login or a server older than [`MIN_SERVER_VERSION`] is an error
+    /// before anything is written.
+    pub fn open_target(target: &Target) -> Result<Store> {
+        Store::open_at(target, MIGRATIONS.len())
+    }
+
+    /// Opens a store migrated only up to `version` (tests of migrations).
+    fn open_at(target: &Target, version: usize) -> Result<Store> {
+        let conn = match target {
+            Target::Sqlite(path) => {
+                let mut conn = rusqlite::Connection::open(path)?;
+                conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                conn.pragma_update(None, "journal_mode", "WAL")?;
+                // FULL: a committed sample survives a power cut, not just a crash.
+                conn.pragma_update(None, "synchronous", "FULL")?;
+                conn.pragma_update(None, "foreign_keys", "ON")?;
+                migrate_sqlite(&mut conn, version)?;
+                Conn::Sqlite(conn)
+            }
+            #[cfg(feature = "postgres")]
+            Target::Postgres(url) => {
+                let mut pg = pg::Pg::connect(url, &target.redacted())?;
+                pg.migrate(version)?;
+                Conn::Postgres(Box::new(pg))
+            }
+            #[cfg(not(feature = "postgres"))]
+            Target::Postgres(_) => return Err(StoreError::NoPostgres(target.redacted())),
+        };
+        Ok(Store {
+            conn: RefCell::new(conn),
+            target: target.clone(),
+        })
+    }
+
+    /// Where this store is (print it: its password is masked).
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Which backend this store runs on.
+    pub fn backend(&self) -> Backend {
+        match &*self.conn.borrow() {
+            Conn::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Runs `f` on the connection.
+    fn with<T>(&self, f: impl FnOnce(&mut dyn Exec) -> Result<T>) -> Result<T> {
+        match &mut *self.conn.borrow_mut() {
+            Conn::Sqlite(c) => f(c),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => f(c.as_mut()),
+        }
+    }
+
+    /// Runs `f` in a transaction, committed when `f` returns `Ok` and
+    /// rolled back otherwise.
+    fn transaction<T>(&self, f: impl FnOnce(&mut dyn Exec) -> Result<T>) -> Result<T> {
+        match &mut *self.conn.borrow_mut() {
+            Conn::Sqlite(c) => {
+                let mut tx = c.transaction()?;
+                let out = f(&mut tx)?;
+                tx.commit()?;
+                Ok(out)
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.transaction(f),
+        }
+    }
+
+    fn exec(&self, sql: &str, params: &[sql::Val]) -> Result<u64> {
+        self.with(|c| c.exec(sql, params))
+    }
+
+    fn query(&self, sql: &str, params: &[sql::Val]) -> Result<Vec<Row>> {
+        self.with(|c| c.query(sql, params))
     }
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        match &mut *self.conn.borrow_mut() {
+            Conn::Sqlite(c) => Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.schema_version(),
+        }
     }
 
-    /// `PRAGMA integrity_check`: `"ok"` when the database is sound.
+    /// `"ok"` when the database is sound: SQLite's `PRAGMA
+    /// integrity_check`. A PostgreSQL server checks its own pages and
+    /// enforces every constraint on each write; there the check is that
+    /// every run's rows hang together (no point, sample or result without
+    /// its parent), which the foreign keys guarantee unless someone
+    /// dropped them.
     pub fn integrity_check(&self) -> Result<String> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+        match &mut *self.conn.borrow_mut() {
+            Conn::Sqlite(c) => Ok(c.query_row("PRAGMA integrity_check", [], |r| r.get(0))?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => {
+                let orphans = c
+                    .query_one(
+                        "SELECT (SELECT count(*) FROM point p WHERE NOT EXISTS (SELECT 1 FROM run r WHERE r.id = p.run_id))
+                              + (SELECT count(*) FROM sample s WHERE NOT EXISTS (SELECT 1 FROM point p WHERE p.id = s.point_id))
+                              + (SELECT count(*) FROM side_result x WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.id = x.sample_id))
+                              + (SELECT count(*) FROM histogram h WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.id = h.sample_id))",
+                        &[],
+                    )?
+                    .int(0)?;
+                Ok(if orphans == 0 {
+                    "ok".to_string()
+                } else {
+                    format!("{orphans} rows without their parent")
+                })
+            }
+        }
     }
 
     /// Creates a run in state `running`; returns its id.
     pub fn create_run(&self, run: &NewRun) -> Result<i64> {
-        self.conn.execute(
+        self.query(
             "INSERT INTO run (study_name, study_file, study_text, description, options_json, status,
                               started_at, benchlab_version, controller_host, controller_pid)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9)",
-            params![
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9) RETURNING id",
+            vals![
                 run.study_name,
                 run.study_file,
                 run.study_text,
@@ -441,20 +687,24 @@ impl Store {
                 run.controller_host,
                 std::process::id() as i64,
             ],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        )?
+        .first()
+        .ok_or_else(|| StoreError::Type("INSERT … RETURNING id returned no row".into()))?
+        .int(0)
     }
 
     /// Records a configuration of a run (idempotent).
     pub fn add_configuration(&self, run_id: i64, c: &ConfigRow) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO configuration (run_id, idx, name, description, spec_json)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
+        self.exec(
+            "INSERT INTO configuration (run_id, idx, name, description, spec_json)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (run_id, idx) DO UPDATE SET name = excluded.name,
+                 description = excluded.description, spec_json = excluded.spec_json",
+            vals![
                 run_id,
-                c.idx as i64,
-                c.name,
-                c.description,
+                c.idx,
+                c.name.as_str(),
+                c.description.as_str(),
                 c.spec.to_string()
             ],
         )?;
@@ -463,35 +713,44 @@ impl Store {
 
     /// Records (or replaces) a host's inventory.
     pub fn add_host(&self, run_id: i64, h: &HostRow) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO host (run_id, name, roles, inventory_json) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, h.name, h.roles, h.inventory.to_string()],
+        self.exec(
+            "INSERT INTO host (run_id, name, roles, inventory_json) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (run_id, name) DO UPDATE SET roles = excluded.roles,
+                 inventory_json = excluded.inventory_json",
+            vals![
+                run_id,
+                h.name.as_str(),
+                h.roles.as_str(),
+                h.inventory.to_string()
+            ],
         )?;
         Ok(())
     }
 
     /// Returns the id of a point, creating it the first time.
     pub fn ensure_point(&self, run_id: i64, p: &PointRow) -> Result<i64> {
-        self.conn.execute(
-            "INSERT OR IGNORE INTO point (run_id, config_idx, workload_idx, workload_name, kind,
-                                          point_idx, label, params_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                run_id,
-                p.config_idx as i64,
-                p.workload_idx as i64,
-                p.workload_name,
-                p.kind,
-                p.point_idx as i64,
-                p.label,
-                p.params.canonical()
-            ],
-        )?;
-        Ok(self.conn.query_row(
-            "SELECT id FROM point WHERE run_id = ?1 AND config_idx = ?2 AND workload_idx = ?3 AND point_idx = ?4",
-            params![run_id, p.config_idx as i64, p.workload_idx as i64, p.point_idx as i64],
-            |r| r.get(0),
-        )?)
+        self.with(|c| {
+            c.exec(
+                "INSERT INTO point (run_id, config_idx, workload_idx, workload_name, kind,
+                                    point_idx, label, params_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
+                vals![
+                    run_id,
+                    p.config_idx,
+                    p.workload_idx,
+                    p.workload_name.as_str(),
+                    p.kind.as_str(),
+                    p.point_idx,
+                    p.label.as_str(),
+                    p.params.canonical()
+                ],
+            )?;
+            c.query_one(
+                "SELECT id FROM point WHERE run_id = ?1 AND config_idx = ?2 AND workload_idx = ?3 AND point_idx = ?4",
+                vals![run_id, p.config_idx, p.workload_idx, p.point_idx],
+            )?
+            .int(0)
+        })
     }
 
     /// Records one repetition and commits it at once. A repetition is
@@ -507,60 +766,61 @@ impl Store {
         ended_at: &str,
         sample: Option<&Sample>,
     ) -> Result<()> {
-        let tx = self.conn.transaction()?;
         let metrics = sample.map(|s| s.metrics.clone()).unwrap_or_default();
-        tx.execute(
-            "INSERT INTO sample (point_id, repetition, status, reason, started_at, ended_at, metrics_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                point_id,
-                repetition as i64,
-                status.as_str(),
-                reason,
-                started_at,
-                ended_at,
-                serde_json::to_string(&metrics)?
-            ],
-        )?;
-        let sample_id = tx.last_insert_rowid();
-        if let Some(s) = sample.filter(|s| !s.targets.is_empty()) {
-            for (target, t) in &s.targets {
-                let sides = [("client", Some(&t.client)), ("server", t.server.as_ref())];
+        self.transaction(|tx| {
+            let sample_id = tx
+                .query_one(
+                    "INSERT INTO sample (point_id, repetition, status, reason, started_at, ended_at, metrics_json)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                    vals![
+                        point_id,
+                        repetition,
+                        status.as_str(),
+                        reason,
+                        started_at,
+                        ended_at,
+                        serde_json::to_string(&metrics)?
+                    ],
+                )?
+                .int(0)?;
+            if let Some(s) = sample.filter(|s| !s.targets.is_empty()) {
+                for (target, t) in &s.targets {
+                    let sides = [("client", Some(&t.client)), ("server", t.server.as_ref())];
+                    for (side, result) in sides {
+                        let Some(result) = result else { continue };
+                        tx.exec(
+                            "INSERT INTO target_result (sample_id, target, side, result_json) VALUES (?1, ?2, ?3, ?4)",
+                            vals![sample_id, target, side, serde_json::to_string(result)?],
+                        )?;
+                    }
+                }
+            }
+            if let Some(s) = sample.filter(|s| s.targets.is_empty()) {
+                let sides = [("client", Some(&s.client)), ("server", s.server.as_ref())];
                 for (side, result) in sides {
                     let Some(result) = result else { continue };
-                    tx.execute(
-                        "INSERT INTO target_result (sample_id, target, side, result_json) VALUES (?1, ?2, ?3, ?4)",
-                        params![sample_id, target, side, serde_json::to_string(result)?],
+                    // Histograms go to their own table as binary HDR; the JSON
+                    // keeps everything else.
+                    let mut rest = result.clone();
+                    let hists = std::mem::take(&mut rest.histograms);
+                    tx.exec(
+                        "INSERT INTO side_result (sample_id, side, result_json) VALUES (?1, ?2, ?3)",
+                        vals![sample_id, side, serde_json::to_string(&rest)?],
                     )?;
+                    for (name, h) in hists {
+                        let blob = base64::engine::general_purpose::STANDARD
+                            .decode(&h.hdr_v2_base64)
+                            .unwrap_or_default();
+                        tx.exec(
+                            "INSERT INTO histogram (sample_id, side, name, unit, count, min, max, mean, stddev, hdr_v2)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                            vals![sample_id, side, name, h.unit, h.count, h.min, h.max, h.mean, h.stddev, blob],
+                        )?;
+                    }
                 }
             }
-        }
-        if let Some(s) = sample.filter(|s| s.targets.is_empty()) {
-            let sides = [("client", Some(&s.client)), ("server", s.server.as_ref())];
-            for (side, result) in sides {
-                let Some(result) = result else { continue };
-                // Histograms go to their own table as binary HDR; the JSON
-                // keeps everything else.
-                let mut rest = result.clone();
-                let hists = std::mem::take(&mut rest.histograms);
-                tx.execute(
-                    "INSERT INTO side_result (sample_id, side, result_json) VALUES (?1, ?2, ?3)",
-                    params![sample_id, side, serde_json::to_string(&rest)?],
-                )?;
-                for (name, h) in hists {
-                    let blob = base64::engine::general_purpose::STANDARD
-                        .decode(&h.hdr_v2_base64)
-                        .unwrap_or_default();
-                    tx.execute(
-                        "INSERT INTO histogram (sample_id, side, name, unit, count, min, max, mean, stddev, hdr_v2)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                        params![sample_id, side, name, h.unit, h.count as i64, h.min as i64, h.max as i64, h.mean, h.stddev, blob],
-                    )?;
-                }
-            }
-        }
-        tx.commit()?;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Sets a run's status (and its end time, unless running), and clears
@@ -568,18 +828,18 @@ impl Store {
     pub fn set_run_status(&self, run_id: i64, status: RunStatus, at: &str) -> Result<()> {
         let ended = (status != RunStatus::Running).then_some(at);
         let pid = (status == RunStatus::Running).then_some(std::process::id() as i64);
-        self.conn.execute(
+        self.exec(
             "UPDATE run SET status = ?2, ended_at = ?3, controller_pid = ?4 WHERE id = ?1",
-            params![run_id, status.as_str(), ended, pid],
+            vals![run_id, status.as_str(), ended, pid],
         )?;
         Ok(())
     }
 
     /// Appends an event (started, interrupted, resumed …) to a run's log.
     pub fn add_event(&self, run_id: i64, at: &str, kind: &str, message: &str) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO run_event (run_id, at, kind, message) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, at, kind, message],
+            vals![run_id, at, kind, message],
         )?;
         Ok(())
     }
@@ -587,9 +847,9 @@ impl Store {
     /// Stores a run's resolved plan (JSON, with its version); a plan is
     /// written once and kept.
     pub fn set_plan(&self, run_id: i64, version: u32, plan: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR IGNORE INTO run_plan (run_id, version, plan) VALUES (?1, ?2, ?3)",
-            params![run_id, version, plan],
+        self.exec(
+            "INSERT INTO run_plan (run_id, version, plan) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+            vals![run_id, version, plan],
         )?;
         Ok(())
     }
@@ -597,14 +857,11 @@ impl Store {
     /// A run's stored plan, when it has one (runs made before plans were
     /// stored have none).
     pub fn plan(&self, run_id: i64) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT plan FROM run_plan WHERE run_id = ?1",
-                params![run_id],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.with(|c| {
+            c.query_opt("SELECT plan FROM run_plan WHERE run_id = ?1", vals![run_id])?
+                .map(|r| r.text(0))
+                .transpose()
+        })
     }
 
     /// Records a service a configuration started (each start: a restart
@@ -616,9 +873,9 @@ impl Store {
         name: &str,
         description: &serde_json::Value,
     ) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO service (run_id, config_idx, name, description) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, config_idx as i64, name, description.to_string()],
+            vals![run_id, config_idx, name, description.to_string()],
         )?;
         Ok(())
     }
@@ -626,206 +883,167 @@ impl Store {
     /// The services of a run: (configuration index, name, description),
     /// in the order they started.
     pub fn services(&self, run_id: i64) -> Result<Vec<(usize, String, serde_json::Value)>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT config_idx, name, description FROM service WHERE run_id = ?1 ORDER BY id",
-        )?;
-        let rows = st.query_map(params![run_id], |r| {
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
             Ok((
-                r.get::<_, i64>(0)? as usize,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
+                r.int(0)? as usize,
+                r.text(1)?,
+                serde_json::from_str(&r.text(2)?)?,
             ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (c, n, d) = row?;
-            out.push((c, n, serde_json::from_str(&d)?));
-        }
-        Ok(out)
+        })
+        .collect()
     }
 
     /// Records what a configuration changed (or undid) on a host.
     pub fn add_setting_changes(&mut self, run_id: i64, rows: &[SettingChangeRow]) -> Result<()> {
-        let tx = self.conn.transaction()?;
-        for r in rows {
-            tx.execute(
-                "INSERT INTO setting_change (run_id, config_idx, host, phase, setting, before, after, status, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![run_id, r.config_idx as i64, r.host, r.phase, r.setting, r.before, r.after, r.status, r.note],
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
+        self.transaction(|tx| {
+            for r in rows {
+                tx.exec(
+                    "INSERT INTO setting_change (run_id, config_idx, host, phase, setting, before, after, status, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    vals![run_id, r.config_idx, &r.host, &r.phase, &r.setting, r.before.as_deref(), r.after.as_deref(), &r.status, &r.note],
+                )?;
+            }
+            Ok(())
+        })
     }
 
     /// What a run's configurations changed, in the order recorded.
     pub fn setting_changes(&self, run_id: i64) -> Result<Vec<SettingChangeRow>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT config_idx, host, phase, setting, before, after, status, note FROM setting_change WHERE run_id = ?1 ORDER BY id",
-        )?;
-        let rows = st.query_map([run_id], |r| {
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
             Ok(SettingChangeRow {
-                config_idx: r.get::<_, i64>(0)? as usize,
-                host: r.get(1)?,
-                phase: r.get(2)?,
-                setting: r.get(3)?,
-                before: r.get(4)?,
-                after: r.get(5)?,
-                status: r.get(6)?,
-                note: r.get(7)?,
+                config_idx: r.int(0)? as usize,
+                host: r.text(1)?,
+                phase: r.text(2)?,
+                setting: r.text(3)?,
+                before: r.opt_text(4)?,
+                after: r.opt_text(5)?,
+                status: r.text(6)?,
+                note: r.text(7)?,
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .collect()
     }
 
     /// A run's events, oldest first: (at, kind, message).
     pub fn events(&self, run_id: i64) -> Result<Vec<(String, String, String)>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT at, kind, message FROM run_event WHERE run_id = ?1 ORDER BY rowid")?;
-        let rows = st.query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.query(
+            "SELECT at, kind, message FROM run_event WHERE run_id = ?1 ORDER BY id",
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)))
+        .collect()
     }
 
     /// All runs, newest first.
     pub fn runs(&self) -> Result<Vec<RunRow>> {
-        let mut st = self
-            .conn
-            .prepare(&format!("{RUN_SELECT} ORDER BY id DESC"))?;
-        let rows = st.query_map([], run_row)?;
-        let rows: Vec<_> = rows.collect::<rusqlite::Result<_>>()?;
-        rows.into_iter().map(finish_run_row).collect()
+        self.query(&format!("{RUN_SELECT} ORDER BY id DESC"), &[])?
+            .iter()
+            .map(run_row)
+            .collect()
     }
 
     /// One run.
     pub fn run(&self, run_id: i64) -> Result<RunRow> {
         let row = self
-            .conn
-            .query_row(&format!("{RUN_SELECT} WHERE id = ?1"), [run_id], run_row)
-            .optional()?
+            .with(|c| c.query_opt(&format!("{RUN_SELECT} WHERE id = ?1"), vals![run_id]))?
             .ok_or(StoreError::NoRun(run_id))?;
-        finish_run_row(row)
+        run_row(&row)
     }
 
     /// The newest run's id, if any.
     pub fn latest_run(&self) -> Result<Option<i64>> {
-        Ok(self
-            .conn
-            .query_row("SELECT max(id) FROM run", [], |r| r.get(0))?)
+        self.with(|c| c.query_one("SELECT max(id) FROM run", &[])?.opt_int(0))
     }
 
     /// A run's configurations, by index.
     pub fn configurations(&self, run_id: i64) -> Result<Vec<ConfigRow>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT idx, name, description, spec_json FROM configuration WHERE run_id = ?1 ORDER BY idx",
-        )?;
-        let rows = st.query_map([run_id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get::<_, String>(3)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (idx, name, description, spec) = row?;
-            out.push(ConfigRow {
-                idx: idx as usize,
-                name,
-                description,
-                spec: serde_json::from_str(&spec)?,
-            });
-        }
-        Ok(out)
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(ConfigRow {
+                idx: r.int(0)? as usize,
+                name: r.text(1)?,
+                description: r.text(2)?,
+                spec: serde_json::from_str(&r.text(3)?)?,
+            })
+        })
+        .collect()
     }
 
     /// A run's hosts.
     pub fn hosts(&self, run_id: i64) -> Result<Vec<HostRow>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT name, roles, inventory_json FROM host WHERE run_id = ?1 ORDER BY name",
-        )?;
-        let rows = st.query_map([run_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (name, roles, inv) = row?;
-            out.push(HostRow {
-                name,
-                roles,
-                inventory: serde_json::from_str(&inv)?,
-            });
-        }
-        Ok(out)
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(HostRow {
+                name: r.text(0)?,
+                roles: r.text(1)?,
+                inventory: serde_json::from_str(&r.text(2)?)?,
+            })
+        })
+        .collect()
     }
 
     /// A run's points.
     pub fn points(&self, run_id: i64) -> Result<Vec<PointRow>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT id, config_idx, workload_idx, workload_name, kind, point_idx, label, params_json
              FROM point WHERE run_id = ?1 ORDER BY workload_idx, point_idx, config_idx",
-        )?;
-        let rows = st.query_map([run_id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, String>(7)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, c, w, workload_name, kind, p, label, params) = row?;
-            out.push(PointRow {
-                id,
-                config_idx: c as usize,
-                workload_idx: w as usize,
-                workload_name,
-                kind,
-                point_idx: p as usize,
-                label,
-                params: serde_json::from_str(&params)?,
-            });
-        }
-        Ok(out)
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(PointRow {
+                id: r.int(0)?,
+                config_idx: r.int(1)? as usize,
+                workload_idx: r.int(2)? as usize,
+                workload_name: r.text(3)?,
+                kind: r.text(4)?,
+                point_idx: r.int(5)? as usize,
+                label: r.text(6)?,
+                params: serde_json::from_str(&r.text(7)?)?,
+            })
+        })
+        .collect()
     }
 
     /// A run's repetitions (metrics only), in point and repetition order.
     pub fn samples(&self, run_id: i64) -> Result<Vec<SampleRow>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT s.point_id, s.repetition, s.status, s.reason, s.started_at, s.ended_at, s.metrics_json
              FROM sample s JOIN point p ON p.id = s.point_id
              WHERE p.run_id = ?1 ORDER BY s.point_id, s.repetition",
-        )?;
-        let rows = st.query_map([run_id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (point_id, rep, status, reason, started_at, ended_at, metrics) = row?;
-            out.push(SampleRow {
-                point_id,
-                repetition: rep as u32,
-                status: SampleStatus::parse(&status),
-                reason,
-                started_at,
-                ended_at,
-                metrics: serde_json::from_str(&metrics)?,
-            });
-        }
-        Ok(out)
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(SampleRow {
+                point_id: r.int(0)?,
+                repetition: r.int(1)? as u32,
+                status: SampleStatus::parse(&r.text(2)?),
+                reason: r.opt_text(3)?,
+                started_at: r.text(4)?,
+                ended_at: r.text(5)?,
+                metrics: serde_json::from_str(&r.text(6)?)?,
+            })
+        })
+        .collect()
     }
 
     /// The raw side results of one repetition, histograms included.
@@ -834,52 +1052,49 @@ impl Store {
         point_id: i64,
         repetition: u32,
     ) -> Result<Vec<(String, SideResult)>> {
-        let sample_id: Option<i64> = self
-            .conn
-            .query_row(
-                "SELECT id FROM sample WHERE point_id = ?1 AND repetition = ?2",
-                params![point_id, repetition as i64],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(sample_id) = sample_id else {
-            return Ok(Vec::new());
-        };
-        let mut st = self.conn.prepare(
-            "SELECT side, result_json FROM side_result WHERE sample_id = ?1 ORDER BY side",
-        )?;
-        let rows: Vec<(String, String)> = st
-            .query_map([sample_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::new();
-        for (side, json) in rows {
-            let mut result: SideResult = serde_json::from_str(&json)?;
-            let mut hs = self.conn.prepare(
-                "SELECT name, unit, count, min, max, mean, stddev, hdr_v2 FROM histogram
-                 WHERE sample_id = ?1 AND side = ?2",
+        self.with(|c| {
+            let Some(sample_id) = c
+                .query_opt(
+                    "SELECT id FROM sample WHERE point_id = ?1 AND repetition = ?2",
+                    vals![point_id, repetition],
+                )?
+                .map(|r| r.int(0))
+                .transpose()?
+            else {
+                return Ok(Vec::new());
+            };
+            let sides = c.query(
+                "SELECT side, result_json FROM side_result WHERE sample_id = ?1 ORDER BY side",
+                vals![sample_id],
             )?;
-            let hists = hs.query_map(params![sample_id, side], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    HistogramData {
-                        unit: r.get(1)?,
-                        count: r.get::<_, i64>(2)? as u64,
-                        min: r.get::<_, i64>(3)? as u64,
-                        max: r.get::<_, i64>(4)? as u64,
-                        mean: r.get(5)?,
-                        stddev: r.get(6)?,
-                        hdr_v2_base64: base64::engine::general_purpose::STANDARD
-                            .encode(r.get::<_, Vec<u8>>(7)?),
-                    },
-                ))
-            })?;
-            for h in hists {
-                let (name, data) = h?;
-                result.histograms.insert(name, data);
+            let mut out = Vec::new();
+            for row in sides {
+                let side = row.text(0)?;
+                let mut result: SideResult = serde_json::from_str(&row.text(1)?)?;
+                let hists = c.query(
+                    "SELECT name, unit, count, min, max, mean, stddev, hdr_v2 FROM histogram
+                     WHERE sample_id = ?1 AND side = ?2",
+                    vals![sample_id, side.as_str()],
+                )?;
+                for h in hists {
+                    result.histograms.insert(
+                        h.text(0)?,
+                        HistogramData {
+                            unit: h.text(1)?,
+                            count: h.int(2)? as u64,
+                            min: h.int(3)? as u64,
+                            max: h.int(4)? as u64,
+                            mean: h.real(5)?,
+                            stddev: h.real(6)?,
+                            hdr_v2_base64: base64::engine::general_purpose::STANDARD
+                                .encode(h.blob(7)?),
+                        },
+                    );
+                }
+                out.push((side, result));
             }
-            out.push((side, result));
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Per target, the raw side results of one repetition of a workload
@@ -889,19 +1104,15 @@ impl Store {
         point_id: i64,
         repetition: u32,
     ) -> Result<Vec<(String, String, SideResult)>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT t.target, t.side, t.result_json FROM target_result t
              JOIN sample s ON s.id = t.sample_id
              WHERE s.point_id = ?1 AND s.repetition = ?2 ORDER BY t.target, t.side",
-        )?;
-        let rows: Vec<(String, String, String)> = st
-            .query_map(params![point_id, repetition as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        rows.into_iter()
-            .map(|(t, side, json)| Ok((t, side, serde_json::from_str(&json)?)))
-            .collect()
+            vals![point_id, repetition],
+        )?
+        .iter()
+        .map(|r| Ok((r.text(0)?, r.text(1)?, serde_json::from_str(&r.text(2)?)?)))
+        .collect()
     }
 
     /// (config, workload, point, repetition) of every recorded repetition
@@ -910,137 +1121,69 @@ impl Store {
         &self,
         run_id: i64,
     ) -> Result<std::collections::HashSet<(usize, usize, usize, u32)>> {
-        let mut st = self.conn.prepare(
+        self.query(
             "SELECT p.config_idx, p.workload_idx, p.point_idx, s.repetition
              FROM sample s JOIN point p ON p.id = s.point_id WHERE p.run_id = ?1",
-        )?;
-        let rows = st.query_map([run_id], |r| {
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
             Ok((
-                r.get::<_, i64>(0)? as usize,
-                r.get::<_, i64>(1)? as usize,
-                r.get::<_, i64>(2)? as usize,
-                r.get::<_, i64>(3)? as u32,
+                r.int(0)? as usize,
+                r.int(1)? as usize,
+                r.int(2)? as usize,
+                r.int(3)? as u32,
             ))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .collect()
     }
+}
+
+/// Applies SQLite's migrations up to `upto`, each in its own transaction
+/// with the version it reaches (`PRAGMA user_version`).
+fn migrate_sqlite(conn: &mut rusqlite::Connection, upto: usize) -> Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .take(upto)
+        .skip(version as usize)
+    {
+        let tx = conn.transaction()?;
+        tx.execute_batch(&sql::render(sql, Dialect::Sqlite))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
 }
 
 const RUN_SELECT: &str =
     "SELECT id, study_name, study_file, study_text, description, options_json, status,
     started_at, ended_at, benchlab_version, controller_host, controller_pid FROM run";
 
-type RawRun = (RunRow, String);
-
-fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RawRun> {
-    Ok((
-        RunRow {
-            id: r.get(0)?,
-            study_name: r.get(1)?,
-            study_file: r.get(2)?,
-            study_text: r.get(3)?,
-            description: r.get(4)?,
-            options: RunOptions::default(),
-            status: RunStatus::parse(&r.get::<_, String>(6)?),
-            started_at: r.get(7)?,
-            ended_at: r.get(8)?,
-            benchlab_version: r.get(9)?,
-            controller_host: r.get(10)?,
-            controller_pid: r.get(11)?,
-        },
-        r.get(5)?,
-    ))
+fn run_row(r: &Row) -> Result<RunRow> {
+    Ok(RunRow {
+        id: r.int(0)?,
+        study_name: r.text(1)?,
+        study_file: r.text(2)?,
+        study_text: r.text(3)?,
+        description: r.text(4)?,
+        options: serde_json::from_str(&r.text(5)?)?,
+        status: RunStatus::parse(&r.text(6)?),
+        started_at: r.text(7)?,
+        ended_at: r.opt_text(8)?,
+        benchlab_version: r.text(9)?,
+        controller_host: r.text(10)?,
+        controller_pid: r.opt_int(11)?,
+    })
 }
 
-fn finish_run_row((mut row, options): RawRun) -> Result<RunRow> {
-    row.options = serde_json::from_str(&options)?;
-    Ok(row)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use benchlab_core::recorder::LatencyRecorder;
-    use benchlab_core::Value;
-
-    #[test]
-    fn round_trip_and_uniqueness() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let mut store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
-        let run = store
-            .create_run(&NewRun {
-                study_name: "s",
-                study_file: "s.toml",
-                study_text: "[study]\nname='s'",
-                description: "",
-                options: RunOptions {
-                    scale: 0.5,
-                    quick: true,
-                },
-                started_at: "2026-01-01T00:00:00.000Z",
-                controller_host: "h",
-            })
-            .unwrap();
-        let mut params = Params::default();
-        params.set("message_size", Value::Int(1024));
-        let point = PointRow {
-            id: 0,
-            config_idx: 1,
-            workload_idx: 0,
-            workload_name: "net.stream".into(),
-            kind: "net.stream".into(),
-            point_idx: 3,
-            label: "message_size=1024".into(),
-            params,
-        };
-        let pid = store.ensure_point(run, &point).unwrap();
-        assert_eq!(store.ensure_point(run, &point).unwrap(), pid);
-        let mut rec = LatencyRecorder::new(8);
-        for v in [5, 6, 7] {
-            rec.record(v);
-        }
-        let mut sample = Sample::default();
-        sample.metrics.insert("x".into(), 1.5);
-        sample
-            .client
-            .histograms
-            .insert("rtt".into(), rec.histogram_data());
-        sample.client.counters.insert("bytes".into(), 42);
-        store
-            .record_sample(pid, 0, SampleStatus::Ok, None, "a", "b", Some(&sample))
-            .unwrap();
-        store
-            .record_sample(pid, 1, SampleStatus::Failed, Some("boom"), "a", "b", None)
-            .unwrap();
-        assert!(store
-            .record_sample(pid, 1, SampleStatus::Ok, None, "a", "b", None)
-            .is_err());
-        let samples = store.samples(run).unwrap();
-        assert_eq!(samples.len(), 2);
-        assert_eq!(samples[0].metrics["x"], 1.5);
-        assert_eq!(samples[1].reason.as_deref(), Some("boom"));
-        let sides = store.side_results(pid, 0).unwrap();
-        assert_eq!(sides[0].1, sample.client);
-        let done = store.done_units(run).unwrap();
-        assert!(done.contains(&(1, 0, 3, 0)) && done.contains(&(1, 0, 3, 1)));
-        store
-            .set_run_status(run, RunStatus::Interrupted, "c")
-            .unwrap();
-        let r = store.run(run).unwrap();
-        assert_eq!(r.status, RunStatus::Interrupted);
-        assert_eq!(
-            r.options,
-            RunOptions {
-                scale: 0.5,
-                quick: true
-            }
-        );
-        assert_eq!(store.integrity_check().unwrap(), "ok");
-        drop(store);
-        // Reopening does not migrate twice.
-        let store = Store::open(&path).unwrap();
-        assert_eq!(store.runs().unwrap().len(), 1);
-    }
-}
+// The suite runs on both backends, so it needs the PostgreSQL one.
+#[cfg(all(test, feature = "postgres"))]
+mod tests;

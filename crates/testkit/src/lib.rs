@@ -38,6 +38,8 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod pg;
+
 /// The variable naming the skip file; `scripts/test.sh` sets it.
 pub const SKIP_FILE_VAR: &str = "BENCHLAB_SKIP_FILE";
 /// The skip file's name in the target directory when the variable is unset.

@@ -420,6 +420,8 @@ struct Worker<'a> {
 }
 
 const READ_BUF: usize = 128 * 1024;
+/// Set once epoll_pwait2 answered ENOSYS: every later wait uses epoll_wait.
+static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
 const MAX_EVENTS: usize = 256;
 /// How often timeouts are looked for.
 const SCAN_NS: u64 = 100_000_000;
@@ -898,6 +900,9 @@ impl<'a> Worker<'a> {
     }
 
     fn wait(&mut self, timeout_ns: u64) -> usize {
+        if NO_PWAIT2.load(Ordering::Relaxed) {
+            return self.wait_ms(timeout_ns);
+        }
         let ts = libc::timespec {
             tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
@@ -916,11 +921,32 @@ impl<'a> Worker<'a> {
                 0usize,
             )
         };
-        if n < 0 {
-            0
-        } else {
-            n as usize
+        if n >= 0 {
+            return n as usize;
         }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+            return 0;
+        }
+        NO_PWAIT2.store(true, Ordering::Relaxed);
+        self.wait_ms(timeout_ns)
+    }
+
+    /// Kernels before 5.11 (and valgrind, with which the generator's
+    /// instructions per request are counted) lack epoll_pwait2: wait in
+    /// whole milliseconds, rounded up so that a short timeout does not
+    /// become a busy loop.
+    fn wait_ms(&mut self, timeout_ns: u64) -> usize {
+        let ms = timeout_ns.div_ceil(1_000_000).min(i32::MAX as u64) as libc::c_int;
+        // SAFETY: as above.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.ep,
+                self.events.as_mut_ptr(),
+                MAX_EVENTS as libc::c_int,
+                ms,
+            )
+        };
+        n.max(0) as usize
     }
 
     /// The measured loop.

@@ -205,24 +205,23 @@ impl Response {
     /// is complete.
     fn feed_head(&mut self, data: &[u8]) -> Result<Option<usize>, ParseError> {
         if self.head_len == 0 {
-            if let Some(end) = find_head_end(data, 0) {
-                self.parse_head_from(&data[..end])?;
+            // The usual case: the whole head in this read, parsed in place.
+            if let Some((end, head)) = scan_head(data)? {
+                self.set_head(end, head);
                 return Ok(Some(end));
             }
             self.stash(data)?;
             return Ok(None);
         }
-        // The head was split across reads: continue in the stash. The
-        // search restarts 3 bytes back so a CRLFCRLF split by the read
-        // boundary is found.
+        // The head was split across reads: continue in the stash and scan
+        // it again from its start (rare, and the head is short).
         let before = self.head_len;
         let take = data.len().min(MAX_HEAD - before);
         self.head[before..before + take].copy_from_slice(&data[..take]);
         self.head_len += take;
-        match find_head_end(&self.head[..self.head_len], before.saturating_sub(3)) {
-            Some(end) => {
-                let head = *self.head;
-                self.parse_head_from(&head[..end])?;
+        match scan_head(&self.head[..self.head_len])? {
+            Some((end, head)) => {
+                self.set_head(end, head);
                 Ok(Some(end - before))
             }
             None if self.head_len == MAX_HEAD => Err(ParseError::HeadTooLong),
@@ -239,49 +238,19 @@ impl Response {
         Ok(())
     }
 
-    /// Parses a complete head (ending with the blank line).
-    fn parse_head_from(&mut self, head: &[u8]) -> Result<(), ParseError> {
-        self.head_bytes = head.len() as u64;
-        let mut lines = head.split(|&b| b == b'\n');
-        let status = lines.next().ok_or(ParseError::BadStatusLine)?;
-        // "HTTP/1.x NNN"
-        if status.len() < 12 || &status[..7] != b"HTTP/1." || status[8] != b' ' {
-            return Err(ParseError::BadStatusLine);
-        }
-        let http11 = status[7] == b'1';
-        let code = &status[9..12];
-        if !code.iter().all(u8::is_ascii_digit) {
-            return Err(ParseError::BadStatusLine);
-        }
-        self.status = code.iter().fold(0u16, |a, &d| a * 10 + u16::from(d - b'0'));
-        let mut keep_alive = http11;
-        let mut chunked = false;
-        for line in lines {
-            let line = trim(line);
-            let Some(colon) = line.iter().position(|&b| b == b':') else {
-                continue;
-            };
-            let (name, value) = (&line[..colon], trim(&line[colon + 1..]));
-            if name.eq_ignore_ascii_case(b"content-length") {
-                self.content_length = Some(parse_dec(value)?);
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                chunked = ends_with_ignore_case(value, b"chunked");
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                if contains_ignore_case(value, b"close") {
-                    keep_alive = false;
-                } else if contains_ignore_case(value, b"keep-alive") {
-                    keep_alive = true;
-                }
-            }
-        }
-        self.keep_alive = keep_alive;
+    /// Takes a parsed head of `len` bytes and picks how the body ends.
+    fn set_head(&mut self, len: usize, head: Head) {
+        self.head_bytes = len as u64;
+        self.status = head.status;
+        self.content_length = head.content_length;
+        self.keep_alive = head.keep_alive;
         // RFC 9112 §6.3: no body for 1xx, 204, 304 (the generator sends no
         // HEAD); chunked wins over a Content-Length; without either the
         // body ends with the connection.
         self.state =
             if self.status == 204 || self.status == 304 || (100..200).contains(&self.status) {
                 State::Done
-            } else if chunked {
+            } else if head.chunked {
                 State::ChunkSize {
                     size: 0,
                     digits: 0,
@@ -298,7 +267,6 @@ impl Response {
                 self.keep_alive = false;
                 State::UntilClose
             };
-        Ok(())
     }
 
     fn feed_body(&mut self, mut data: &[u8]) -> Result<Progress, ParseError> {
@@ -447,22 +415,72 @@ fn chunk_size_step(
     })
 }
 
-/// The end of the head (index after `\r\n\r\n`, or `\n\n`), searching
-/// from `from`.
-fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            if i >= 2 && buf[i - 1] == b'\r' && buf[i - 2] == b'\n' {
-                return Some(i + 1);
-            }
-            if i >= 1 && buf[i - 1] == b'\n' {
-                return Some(i + 1);
-            }
-        }
-        i += 1;
+/// What the generator needs of a response head.
+struct Head {
+    status: u16,
+    keep_alive: bool,
+    chunked: bool,
+    content_length: Option<u64>,
+}
+
+/// Parses a response head at the start of `buf` in one pass over its
+/// lines: the head's length (through the blank line that ends it, `\r\n`
+/// or a bare `\n`) and its fields, or `None` while the blank line has not
+/// arrived. The line ends are found with `memchr` (word-at-a-time), and a
+/// header's name is compared only when its length is one of the three
+/// names that matter: this runs once per response, at the generator's
+/// full rate.
+fn scan_head(buf: &[u8]) -> Result<Option<(usize, Head)>, ParseError> {
+    let mut ends = memchr::memchr_iter(b'\n', buf);
+    let Some(first) = ends.next() else {
+        return Ok(None);
+    };
+    // "HTTP/1.x NNN"
+    let status = &buf[..first];
+    if status.len() < 12 || &status[..7] != b"HTTP/1." || status[8] != b' ' {
+        return Err(ParseError::BadStatusLine);
     }
-    None
+    let code = &status[9..12];
+    if !code.iter().all(u8::is_ascii_digit) {
+        return Err(ParseError::BadStatusLine);
+    }
+    let mut head = Head {
+        status: code.iter().fold(0u16, |a, &d| a * 10 + u16::from(d - b'0')),
+        // HTTP/1.1 keeps the connection by default, HTTP/1.0 closes it.
+        keep_alive: status[7] == b'1',
+        chunked: false,
+        content_length: None,
+    };
+    let mut start = first + 1;
+    for end in ends {
+        let line = &buf[start..end];
+        start = end + 1;
+        if line.is_empty() || line == b"\r" {
+            return Ok(Some((start, head)));
+        }
+        let line = trim(line);
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        match colon {
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                head.content_length = Some(parse_dec(trim(value))?);
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                head.chunked = ends_with_ignore_case(trim(value), b"chunked");
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                if contains_ignore_case(value, b"close") {
+                    head.keep_alive = false;
+                } else if contains_ignore_case(value, b"keep-alive") {
+                    head.keep_alive = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
 }
 
 fn trim(mut s: &[u8]) -> &[u8] {

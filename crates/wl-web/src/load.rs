@@ -398,6 +398,11 @@ impl Workload for WebLoad {
         Duration::from_secs_f64(s + 0.5)
     }
 
+    fn measured_window(&self, params: &Params) -> Option<(Duration, Duration)> {
+        let s = |n: &str| Duration::from_secs_f64(params.f64(n).unwrap_or(0.0).max(0.0));
+        Some((s(WARMUP.name), s(DURATION.name)))
+    }
+
     fn has_server(&self) -> bool {
         false
     }

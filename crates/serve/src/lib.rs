@@ -1,0 +1,296 @@
+//! `benchlab serve`: a web UI over a result store — the runs (with the
+//! live progress of a running study), a run's report, comparisons picked
+//! in the page, the system configuration of two hosts side by side, and
+//! downloads of each page as JSON, CSV, Markdown and HTML.
+//!
+//! One model, many renderers: every page is a function of the report
+//! model the command line builds ([`Source`] hands it over), drawn by the
+//! report crate's HTML renderer; the downloads are the renderers of
+//! `benchlab report` and `benchlab compare`.
+//!
+//! The store is opened read-only, per request (SQLite in WAL mode: a run
+//! being written stays readable). Pages fetch nothing from anywhere: the
+//! style and the one script are inline. The server listens on loopback by
+//! default; on any other address it refuses to start without a token, and
+//! then answers 401 to every request that does not carry it.
+//!
+//! A thread per connection over `std::net`, one request per connection:
+//! a results browser for a handful of people, not a web server for the
+//! world (see docs/serve.md).
+
+mod http;
+mod pages;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use benchlab_report::RunReport;
+use benchlab_store::Store;
+
+pub use http::{decode, encode, parse_head, parse_query, BadRequest, Request, Response};
+
+/// The default address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8088";
+
+/// The cookie that carries the token once a browser has given it in the
+/// URL (`?token=`).
+pub const TOKEN_COOKIE: &str = "benchlab_token";
+
+/// What the web UI needs from the rest of benchlab: the report models,
+/// built exactly as the commands build them (the registry of workloads
+/// lives with the command line, above this crate).
+pub trait Source: Send + Sync {
+    /// A run's report as `benchlab compare` builds it for each side.
+    fn report(&self, store: &Store, run: i64) -> anyhow::Result<RunReport>;
+    /// A run's report as `benchlab report` writes it (with its events and
+    /// latency distributions).
+    fn full_report(&self, store: &Store, run: i64) -> anyhow::Result<RunReport>;
+    /// How far a run has got.
+    fn progress(&self, store: &Store, run: i64) -> anyhow::Result<Progress>;
+}
+
+/// How far a run has got, in units (one repetition of one point under one
+/// configuration).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Progress {
+    /// Units stored (failed ones included).
+    pub done: usize,
+    /// Units in the plan.
+    pub total: usize,
+    /// Estimated seconds left (None when nothing has run yet, or the run
+    /// is not running).
+    pub left_s: Option<f64>,
+}
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The store (opened read-only).
+    pub db: PathBuf,
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The token every request must carry; required unless `listen` is a
+    /// loopback address.
+    pub token: Option<String>,
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A non-loopback address without a token.
+    #[error("--listen {0} is not a loopback address: give a token (--token-file FILE or the BENCHLAB_SERVE_TOKEN environment variable) that every request must carry, or listen on 127.0.0.1")]
+    TokenRequired(SocketAddr),
+    /// The token is empty or has characters a header or cookie cannot hold.
+    #[error("the token must be 16 to 256 printable ASCII characters without spaces, `;` or `,` (it is sent in a cookie and a header)")]
+    BadToken,
+    /// The store cannot be opened read-only.
+    #[error("cannot open the store {path} read-only: {source}")]
+    Store {
+        /// The store's path.
+        path: PathBuf,
+        /// Why.
+        source: benchlab_store::StoreError,
+    },
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Checks the listen address against the token (before anything else).
+pub fn check_access(listen: &SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
+    match token {
+        None if !listen.ip().is_loopback() => Err(ServeError::TokenRequired(*listen)),
+        Some(t)
+            if t.len() < 16
+                || t.len() > 256
+                || !t
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b';' && b != b',') =>
+        {
+            Err(ServeError::BadToken)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Connections answered at once; one more is told 503 at once instead
+/// of starting a thread (a bound on memory, not a rate limit).
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// What every connection's thread shares.
+struct Shared {
+    opts: Options,
+    source: Box<dyn Source>,
+    /// Connections being answered.
+    active: AtomicUsize,
+}
+
+/// A bound server, not yet answering.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Checks the options (token, store) and binds the address.
+    pub fn bind(opts: Options, source: Box<dyn Source>) -> Result<Server, ServeError> {
+        check_access(&opts.listen, opts.token.as_deref())?;
+        Store::open_read_only(&opts.db).map_err(|source| ServeError::Store {
+            path: opts.db.clone(),
+            source,
+        })?;
+        let listener = TcpListener::bind(opts.listen).map_err(|source| ServeError::Bind {
+            addr: opts.listen,
+            source,
+        })?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                opts,
+                source,
+                active: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The address bound (the port chosen when 0 was asked for).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Answers connections until the process ends, a thread each.
+    pub fn run(self) -> std::io::Result<()> {
+        for conn in self.listener.incoming() {
+            let stream = match conn {
+                Ok(s) => s,
+                // A client that reset before it was accepted, or too many
+                // open files for a moment: the next one may succeed.
+                Err(_) => continue,
+            };
+            if self.shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                self.shared.active.fetch_sub(1, Ordering::AcqRel);
+                let mut stream = stream;
+                let _ = stream.set_write_timeout(Some(http::IO_TIMEOUT));
+                let _ = Response::error(503, "too many connections at once: try again")
+                    .write_to(&mut stream, false);
+                continue;
+            }
+            let shared = self.shared.clone();
+            std::thread::spawn(move || {
+                handle(stream, &shared);
+                shared.active.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One connection: read the request, answer, close.
+fn handle(mut stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(http::IO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(http::IO_TIMEOUT));
+    let req = match http::read_request(&stream) {
+        Ok(Some(r)) => r,
+        Ok(None) | Err(_) => return,
+    };
+    let (resp, head_only) = match req {
+        Err(bad) => (Response::error(bad.status(), &bad.to_string()), false),
+        Ok(req) => {
+            let head_only = req.method == "HEAD";
+            (answer(&req, shared), head_only)
+        }
+    };
+    // The client may have gone: nothing to do about it.
+    let _ = resp.write_to(&mut stream, head_only);
+}
+
+/// The answer to a well-formed request: the token checked, then the page.
+fn answer(req: &Request, shared: &Shared) -> Response {
+    if req.method != "GET" && req.method != "HEAD" {
+        return Response::error(405, "this server is read-only: only GET and HEAD");
+    }
+    let mut set_cookie = None;
+    if let Some(token) = &shared.opts.token {
+        let given = req
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .or_else(|| req.cookie(TOKEN_COOKIE))
+            .or_else(|| req.param("token"));
+        match given {
+            Some(g) if same(g.trim(), token) => {
+                if req.param("token").is_some() {
+                    set_cookie = Some(format!(
+                        "{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                    ));
+                }
+            }
+            Some(_) => return Response::error(401, "wrong token"),
+            None => {
+                return Response::error(
+                    401,
+                    "this server needs its token: open it once with ?token=TOKEN (kept in a cookie), or send `Authorization: Bearer TOKEN`",
+                )
+            }
+        }
+    }
+    let store = match Store::open_read_only(&shared.opts.db) {
+        Ok(s) => s,
+        Err(e) => {
+            return Response::error(
+                500,
+                &format!(
+                    "cannot open the store {}: {e}",
+                    benchlab_store::Target::from_path(&shared.opts.db)
+                ),
+            )
+        }
+    };
+    let mut resp = pages::route(req, &store, shared.source.as_ref());
+    if let Some(c) = set_cookie {
+        resp.headers.push(("Set-Cookie".into(), c));
+    }
+    resp
+}
+
+/// Compares two tokens in time independent of where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_needs_no_token_elsewhere_one_is_required() {
+        let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let lo6: SocketAddr = "[::1]:0".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+        assert!(check_access(&lo, None).is_ok());
+        assert!(check_access(&lo6, None).is_ok());
+        let err = check_access(&any, None).unwrap_err().to_string();
+        assert!(err.contains("token"), "{err}");
+        assert!(check_access(&any, Some("0123456789abcdef")).is_ok());
+        for bad in ["short", "0123456789 abcdef", "0123456789abcdef;x"] {
+            assert!(check_access(&any, Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn token_comparison() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "abcd"));
+    }
+}

@@ -1,0 +1,721 @@
+//! The pages: each a function of the store's rows and the report model,
+//! drawn with the report crate's HTML renderer. Every text that comes
+//! from the store or the request is escaped ([`esc`]).
+
+use std::fmt::Write;
+
+use benchlab_report::compare::{combine, Side};
+use benchlab_report::html::{esc, inventory_html, render_body, render_html, style};
+use benchlab_report::{render, Format, RunReport};
+use benchlab_store::{HostRow, RunRow, RunStatus, Store, StoreError};
+
+use crate::http::{encode, Request, Response};
+use crate::{Progress, Source};
+
+/// The style of the server's own parts (navigation, forms), after the
+/// report's.
+const UI_STYLE: &str = "
+nav{border-bottom:1px solid #ccc;padding:.4em 0;margin-bottom:1em}nav a{margin-right:1.2em}
+.downloads a{margin-right:.8em}.err{color:#a00}
+form.pick td{text-align:left}
+#news{background:#fff6d5;padding:.3em .6em;display:none}
+";
+
+/// Polls `/api/runs` every two seconds and rewrites the status, end and
+/// progress cells of the runs shown; a run that is not shown yet raises a
+/// "reload" notice. Inline: the pages fetch nothing from elsewhere.
+const LIVE_SCRIPT: &str = "
+(function(){
+function tick(){fetch('/api/runs',{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(runs){
+var fresh=0;runs.forEach(function(r){var s=document.getElementById('status-'+r.id);
+if(!s){fresh++;return;}s.textContent=r.status;
+document.getElementById('end-'+r.id).textContent=r.ended_at||'…';
+document.getElementById('progress-'+r.id).textContent=r.progress_text;});
+var n=document.getElementById('news');if(fresh>0){n.style.display='block';n.textContent=fresh+' new run(s): reload the page to see them';}
+}).catch(function(){});}
+setInterval(tick,2000);tick();})();
+";
+
+/// A whole page: navigation, then `body`.
+fn page(title: &str, body: &str) -> Response {
+    Response::html(format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} — benchlab</title><style>{}{UI_STYLE}</style></head><body>\n<nav><a href=\"/\" id=\"nav-runs\">Runs</a><a href=\"/compare\" id=\"nav-compare\">Compare</a><a href=\"/hosts\" id=\"nav-hosts\">Hosts</a></nav>\n{body}</body></html>\n",
+        esc(title),
+        style()
+    ))
+}
+
+/// A page-level failure, with its status.
+struct Fail(u16, String);
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Fail {
+        match e {
+            StoreError::NoRun(_) => Fail(404, e.to_string()),
+            other => Fail(500, other.to_string()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for Fail {
+    fn from(e: anyhow::Error) -> Fail {
+        if let Some(StoreError::NoRun(_)) = e.downcast_ref::<StoreError>() {
+            return Fail(404, e.to_string());
+        }
+        Fail(500, format!("{e:#}"))
+    }
+}
+
+/// The answer to `req`.
+pub fn route(req: &Request, store: &Store, source: &dyn Source) -> Response {
+    let path = req.path.as_str();
+    let result = match path {
+        "/" => runs_page(store, source),
+        "/api/runs" => runs_json(store, source),
+        "/compare" => compare_page(req, store, source),
+        "/hosts" => hosts_page(req, store),
+        _ => {
+            if let Some(rest) = path.strip_prefix("/run/") {
+                run_route(rest, store, source)
+            } else if let Some(file) = path.strip_prefix("/compare/") {
+                compare_download(file, req, store, source)
+            } else if let Some(file) = path.strip_prefix("/hosts/") {
+                hosts_download(file, req, store)
+            } else {
+                Err(Fail(
+                    404,
+                    format!("no page {path}: see / (runs), /compare, /hosts"),
+                ))
+            }
+        }
+    };
+    result.unwrap_or_else(|Fail(status, msg)| Response::error(status, &msg))
+}
+
+/// A run id from the URL.
+fn run_id(s: &str) -> Result<i64, Fail> {
+    s.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| Fail(400, format!("`{s}` is not a run id (a positive number)")))
+}
+
+fn status_text(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Running => "running",
+        RunStatus::Completed => "completed",
+        RunStatus::Interrupted => "interrupted",
+        RunStatus::Failed => "failed",
+    }
+}
+
+/// `12 / 40 units (30%), about 2 min 5 s left`.
+fn progress_text(p: Option<Progress>) -> String {
+    let Some(p) = p else { return String::new() };
+    let pct = if p.total > 0 {
+        p.done as f64 * 100.0 / p.total as f64
+    } else {
+        100.0
+    };
+    let mut s = format!("{} / {} units ({pct:.0}%)", p.done, p.total);
+    if let Some(left) = p.left_s {
+        let left = left.max(0.0).round() as u64;
+        let _ = write!(s, ", about {} min {} s left", left / 60, left % 60);
+    }
+    s
+}
+
+/// The progress of a run that is not complete (a complete run's is its
+/// whole plan: not worth building its plan for).
+fn progress_of(run: &RunRow, store: &Store, source: &dyn Source) -> Option<Progress> {
+    (run.status != RunStatus::Completed)
+        .then(|| source.progress(store, run.id).ok())
+        .flatten()
+}
+
+/// One line of the runs list, as `/api/runs` sends it.
+#[derive(serde::Serialize)]
+struct RunLine {
+    id: i64,
+    study: String,
+    status: &'static str,
+    started_at: String,
+    ended_at: Option<String>,
+    progress: Option<Progress>,
+    progress_text: String,
+}
+
+fn run_line(run: &RunRow, store: &Store, source: &dyn Source) -> RunLine {
+    let progress = progress_of(run, store, source);
+    RunLine {
+        id: run.id,
+        study: run.study_name.clone(),
+        status: status_text(run.status),
+        started_at: run.started_at.clone(),
+        ended_at: run.ended_at.clone(),
+        progress,
+        progress_text: if run.status == RunStatus::Completed {
+            "complete".into()
+        } else {
+            progress_text(progress)
+        },
+    }
+}
+
+fn runs_json(store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+    let lines: Vec<RunLine> = store
+        .runs()?
+        .iter()
+        .map(|r| run_line(r, store, source))
+        .collect();
+    Ok(Response::json(
+        serde_json::to_string(&lines).map_err(|e| Fail(500, e.to_string()))?,
+    ))
+}
+
+fn runs_page(store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+    let runs = store.runs()?;
+    let mut o = String::from("<h1>Runs</h1>\n<p id=\"news\"></p>\n");
+    if runs.is_empty() {
+        o.push_str(
+            "<p>This store has no runs yet: <code>benchlab run STUDY</code> adds one.</p>\n",
+        );
+    }
+    o.push_str("<table id=\"runs\"><tr><th>run</th><th class=\"l\">study</th><th class=\"l\">status</th><th class=\"l\">configurations</th><th class=\"l\">hosts</th><th class=\"l\">started</th><th class=\"l\">ended</th><th class=\"l\">progress</th></tr>\n");
+    for run in &runs {
+        let line = run_line(run, store, source);
+        let configs: Vec<String> = store
+            .configurations(run.id)?
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        let hosts: Vec<String> = store
+            .hosts(run.id)?
+            .into_iter()
+            .map(|h| format!("{} ({})", h.name, h.roles))
+            .collect();
+        let _ = writeln!(
+            o,
+            "<tr><td><a href=\"/run/{id}\" id=\"run-{id}\">{id}</a></td><td class=\"l\">{}</td><td class=\"l\" id=\"status-{id}\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\" id=\"end-{id}\">{}</td><td class=\"l\" id=\"progress-{id}\">{}</td></tr>",
+            esc(&run.study_name),
+            line.status,
+            esc(&configs.join(", ")),
+            esc(&hosts.join(", ")),
+            esc(&run.started_at),
+            esc(run.ended_at.as_deref().unwrap_or("…")),
+            esc(&line.progress_text),
+            id = run.id,
+        );
+    }
+    o.push_str("</table>\n");
+    let _ = writeln!(o, "<script>{LIVE_SCRIPT}</script>");
+    Ok(page("runs", &o))
+}
+
+/// The download links of a page: `base` + `report.EXT` + `query`.
+fn downloads(base: &str, query: &str, extra: &[(&str, &str)]) -> String {
+    let mut o = String::from("<p class=\"downloads\">Download: ");
+    for (ext, what) in [
+        ("json", "JSON"),
+        ("csv", "CSV"),
+        ("md", "Markdown"),
+        ("html", "HTML"),
+    ]
+    .iter()
+    .chain(extra)
+    {
+        let file = if ext.contains('.') {
+            ext.to_string()
+        } else {
+            format!("report.{ext}")
+        };
+        let _ = write!(
+            o,
+            "<a href=\"{base}{file}{}\" id=\"download-{}\" download>{what}</a>",
+            esc(query),
+            ext.replace('.', "-")
+        );
+    }
+    o.push_str("</p>\n");
+    o
+}
+
+/// A report in one of the download formats.
+fn report_file(report: &RunReport, file: &str, stem: &str) -> Result<Response, Fail> {
+    Ok(match file {
+        "report.json" => Response::download(
+            "application/json",
+            &format!("{stem}.json"),
+            render(report, Format::Json),
+        ),
+        "report.csv" => Response::download(
+            "text/csv; charset=utf-8",
+            &format!("{stem}.csv"),
+            render(report, Format::Csv),
+        ),
+        "repetitions.csv" => Response::download(
+            "text/csv; charset=utf-8",
+            &format!("{stem}-repetitions.csv"),
+            benchlab_report::render::repetitions_csv(report),
+        ),
+        "report.md" => Response::download(
+            "text/markdown; charset=utf-8",
+            &format!("{stem}.md"),
+            render(report, Format::Markdown),
+        ),
+        "report.html" => Response::download(
+            "text/html; charset=utf-8",
+            &format!("{stem}.html"),
+            render_html(report),
+        ),
+        other => {
+            return Err(Fail(
+                404,
+                format!("no download `{other}`: report.json, report.csv, repetitions.csv, report.md or report.html"),
+            ))
+        }
+    })
+}
+
+/// `/run/N` and `/run/N/FILE`.
+fn run_route(rest: &str, store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+    let (id, file) = match rest.split_once('/') {
+        Some((id, file)) => (id, Some(file)),
+        None => (rest, None),
+    };
+    let id = run_id(id)?;
+    let run = store.run(id)?;
+    let report = source.full_report(store, id)?;
+    match file {
+        None => {
+            let mut o = downloads(
+                &format!("/run/{id}/"),
+                "",
+                &[("repetitions.csv", "CSV (repetitions)")],
+            );
+            let _ = writeln!(
+                o,
+                "<p><a href=\"/compare?c={id}\">Compare this run's configurations</a> · <a href=\"/hosts?a={id}\">Its hosts</a></p>"
+            );
+            o.push_str(&render_body(&report));
+            Ok(page(&format!("run {id}: {}", run.study_name), &o))
+        }
+        Some(f) => report_file(&report, f, &format!("benchlab-run-{id}")),
+    }
+}
+
+/// The columns picked for a comparison: `RUN` (every configuration) or
+/// `RUN:CONFIG`, as `benchlab compare` takes them.
+struct Picked {
+    reports: Vec<RunReport>,
+    /// (report index, configuration index, label `RUN:CONFIG`).
+    columns: Vec<(usize, usize, String)>,
+}
+
+fn pick(specs: &[&str], store: &Store, source: &dyn Source) -> Result<Picked, Fail> {
+    let mut p = Picked {
+        reports: Vec::new(),
+        columns: Vec::new(),
+    };
+    for spec in specs {
+        let (run, config) = match spec.split_once(':') {
+            Some((r, c)) => (r, Some(c)),
+            None => (*spec, None),
+        };
+        let run = run_id(run)
+            .map_err(|Fail(s, m)| Fail(s, format!("column `{spec}` (RUN or RUN:CONFIG): {m}")))?;
+        store.run(run)?;
+        let r = match p.reports.iter().position(|r| r.run.id == run) {
+            Some(i) => i,
+            None => {
+                p.reports.push(source.report(store, run)?);
+                p.reports.len() - 1
+            }
+        };
+        let configs = &p.reports[r].configurations;
+        let chosen: Vec<usize> = match config {
+            Some(name) => vec![configs.iter().position(|c| c.name == name).ok_or_else(|| {
+                Fail(
+                    404,
+                    format!(
+                        "run {run} has no configuration `{name}` (it has: {})",
+                        configs
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?],
+            None => (0..configs.len()).collect(),
+        };
+        for c in chosen {
+            let label = format!("{run}:{}", configs[c].name);
+            if !p.columns.iter().any(|x| x.2 == label) {
+                p.columns.push((r, c, label));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// The comparison of the picked columns against `base` (a column label,
+/// or the first column), built by `benchlab compare`'s model.
+fn comparison(
+    req: &Request,
+    store: &Store,
+    source: &dyn Source,
+) -> Result<Option<RunReport>, Fail> {
+    let mut specs = req.params("c");
+    let base = req.param("base").filter(|b| !b.is_empty());
+    // A baseline picked but not ticked is still meant to be compared.
+    if let Some(b) = base {
+        if !specs.contains(&b) {
+            specs.insert(0, b);
+        }
+    }
+    let picked = pick(&specs, store, source)?;
+    if picked.columns.len() < 2 {
+        return Ok(None);
+    }
+    let base_idx = match base {
+        None => 0,
+        Some(b) => {
+            let wanted = picked
+                .columns
+                .iter()
+                .position(|c| c.2 == b || (!b.contains(':') && c.2.starts_with(&format!("{b}:"))));
+            wanted.ok_or_else(|| {
+                Fail(
+                    400,
+                    format!("baseline `{b}` is not one of the compared columns"),
+                )
+            })?
+        }
+    };
+    let sides: Vec<Side> = picked
+        .columns
+        .iter()
+        .map(|(r, c, label)| Side {
+            label: label.clone(),
+            report: &picked.reports[*r],
+            config: *c,
+        })
+        .collect();
+    Ok(Some(combine(&sides, base_idx)))
+}
+
+/// The query string that reproduces the comparison's picks.
+fn compare_query(req: &Request) -> String {
+    let mut parts: Vec<String> = req
+        .params("c")
+        .iter()
+        .map(|c| format!("c={}", encode(c)))
+        .collect();
+    if let Some(b) = req.param("base").filter(|b| !b.is_empty()) {
+        parts.push(format!("base={}", encode(b)));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+fn compare_page(req: &Request, store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+    let chosen = req.params("c");
+    let base = req.param("base").unwrap_or("");
+    let mut o = String::from("<h1>Compare</h1>\n<form class=\"pick\" method=\"get\" action=\"/compare\">\n<p>Tick the configurations to compare and choose the baseline (the B of every advantage; the first ticked when none is chosen).</p>\n<table><tr><th class=\"l\">run</th><th class=\"l\">study</th><th class=\"l\">configuration</th><th class=\"l\">compare</th><th class=\"l\">baseline</th></tr>\n");
+    for run in store.runs()? {
+        for c in store.configurations(run.id)? {
+            let value = format!("{}:{}", run.id, c.name);
+            let ticked = chosen
+                .iter()
+                .any(|x| *x == value || *x == run.id.to_string());
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"l\">{run_id}</td><td class=\"l\">{}</td><td class=\"l\"><label for=\"c-{run_id}-{idx}\">{}</label></td><td class=\"l\"><input type=\"checkbox\" name=\"c\" id=\"c-{run_id}-{idx}\" value=\"{v}\"{}></td><td class=\"l\"><input type=\"radio\" name=\"base\" id=\"base-{run_id}-{idx}\" value=\"{v}\"{}></td></tr>",
+                esc(&run.study_name),
+                esc(&c.name),
+                if ticked { " checked" } else { "" },
+                if base == value { " checked" } else { "" },
+                run_id = run.id,
+                idx = c.idx,
+                v = esc(&value),
+            );
+        }
+    }
+    o.push_str(
+        "</table>\n<p><button type=\"submit\" id=\"compare-go\">Compare</button></p>\n</form>\n",
+    );
+    match comparison(req, store, source) {
+        Ok(Some(report)) => {
+            o.push_str(&downloads("/compare/", &compare_query(req), &[]));
+            o.push_str("<div id=\"comparison\">\n");
+            o.push_str(&render_body(&report));
+            o.push_str("</div>\n");
+        }
+        Ok(None) if chosen.is_empty() => {}
+        Ok(None) => o.push_str("<p class=\"err\" id=\"compare-error\">Pick at least two columns: two configurations, or two runs.</p>\n"),
+        Err(Fail(status, msg)) => {
+            let mut r = page("compare", &format!("{o}<p class=\"err\" id=\"compare-error\">{}</p>\n", esc(&msg)));
+            r.status = status;
+            return Ok(r);
+        }
+    }
+    Ok(page("compare", &o))
+}
+
+fn compare_download(
+    file: &str,
+    req: &Request,
+    store: &Store,
+    source: &dyn Source,
+) -> Result<Response, Fail> {
+    let report = comparison(req, store, source)?.ok_or_else(|| {
+        Fail(
+            400,
+            "pick at least two columns: ?c=RUN:CONFIG&c=RUN:CONFIG[&base=RUN:CONFIG]".into(),
+        )
+    })?;
+    report_file(&report, file, "benchlab-comparison")
+}
+
+/// The hosts of `spec`: `RUN` (all of them) or `RUN:HOST`, named
+/// `run N: HOST`.
+fn hosts_of(spec: &str, store: &Store) -> Result<Vec<HostRow>, Fail> {
+    let (run, host) = match spec.split_once(':') {
+        Some((r, h)) => (r, Some(h)),
+        None => (spec, None),
+    };
+    let run = run_id(run)
+        .map_err(|Fail(s, m)| Fail(s, format!("hosts `{spec}` (RUN or RUN:HOST): {m}")))?;
+    store.run(run)?;
+    let all = store.hosts(run)?;
+    let picked: Vec<HostRow> = match host {
+        None => all,
+        Some(h) => {
+            let names: Vec<String> = all.iter().map(|x| x.name.clone()).collect();
+            let found: Vec<HostRow> = all.into_iter().filter(|x| x.name == h).collect();
+            if found.is_empty() {
+                return Err(Fail(
+                    404,
+                    format!("run {run} has no host `{h}` (it has: {})", names.join(", ")),
+                ));
+            }
+            found
+        }
+    };
+    Ok(picked
+        .into_iter()
+        .map(|h| HostRow {
+            name: format!("run {run}: {}", h.name),
+            ..h
+        })
+        .collect())
+}
+
+/// The hosts picked by `a` and `b`.
+fn picked_hosts(req: &Request, store: &Store) -> Result<Vec<HostRow>, Fail> {
+    let mut hosts = Vec::new();
+    for key in ["a", "b"] {
+        if let Some(spec) = req.param(key).filter(|s| !s.is_empty()) {
+            hosts.extend(hosts_of(spec, store)?);
+        }
+    }
+    Ok(hosts)
+}
+
+fn hosts_page(req: &Request, store: &Store) -> Result<Response, Fail> {
+    let mut options = Vec::new();
+    for run in store.runs()? {
+        options.push((
+            run.id.to_string(),
+            format!("run {}: every host ({})", run.id, run.study_name),
+        ));
+        for h in store.hosts(run.id)? {
+            options.push((
+                format!("{}:{}", run.id, h.name),
+                format!("run {}: {} ({})", run.id, h.name, h.roles),
+            ));
+        }
+    }
+    let mut o = String::from("<h1>Hosts</h1>\n<form class=\"pick\" method=\"get\" action=\"/hosts\">\n<p>The system configuration of two hosts, or of every host of two runs, side by side; rows that differ are highlighted.</p>\n");
+    for (key, label) in [("a", "First"), ("b", "Second")] {
+        let current = req.param(key).unwrap_or("");
+        let _ = write!(o, "<p><label for=\"hosts-{key}\">{label}:</label> <select name=\"{key}\" id=\"hosts-{key}\"><option value=\"\">—</option>");
+        for (v, text) in &options {
+            let _ = write!(
+                o,
+                "<option value=\"{}\"{}>{}</option>",
+                esc(v),
+                if v == current { " selected" } else { "" },
+                esc(text)
+            );
+        }
+        o.push_str("</select></p>\n");
+    }
+    o.push_str("<p><button type=\"submit\" id=\"hosts-go\">Show</button></p>\n</form>\n");
+    let hosts = match picked_hosts(req, store) {
+        Ok(h) => h,
+        Err(Fail(status, msg)) => {
+            let mut r = page("hosts", &format!("{o}<p class=\"err\">{}</p>\n", esc(&msg)));
+            r.status = status;
+            return Ok(r);
+        }
+    };
+    if !hosts.is_empty() {
+        let mut q = Vec::new();
+        for key in ["a", "b"] {
+            if let Some(v) = req.param(key).filter(|s| !s.is_empty()) {
+                q.push(format!("{key}={}", encode(v)));
+            }
+        }
+        o.push_str(&downloads("/hosts/", &format!("?{}", q.join("&")), &[]));
+        o.push_str("<div id=\"hosts\">\n");
+        o.push_str(&inventory_html(&hosts));
+        o.push_str("</div>\n");
+    }
+    Ok(page("hosts", &o))
+}
+
+/// The inventory Markdown of `hosts` (what the hosts page shows).
+fn hosts_markdown(hosts: &[HostRow]) -> String {
+    let invs: Vec<(String, benchlab_inventory::Inventory)> = hosts
+        .iter()
+        .filter_map(|h| {
+            serde_json::from_value(h.inventory.clone())
+                .ok()
+                .map(|i| (format!("{} ({})", h.name, h.roles), i))
+        })
+        .collect();
+    let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
+        invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
+    benchlab_inventory::render_markdown(&refs)
+}
+
+/// The inventory's Markdown table as CSV: `section,ITEM,HOST…`, the
+/// section being the bold row (or heading) above a row.
+fn markdown_to_csv(md: &str) -> String {
+    let field = |s: &str| {
+        let s = s.trim().replace("\\|", "|");
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s
+        }
+    };
+    // Split a row on the `|` that are not escaped.
+    let cells = |l: &str| -> Vec<String> {
+        let inner = l.trim().trim_start_matches('|');
+        let inner = inner.strip_suffix('|').unwrap_or(inner);
+        let mut out = vec![String::new()];
+        let mut prev = ' ';
+        for ch in inner.chars() {
+            if ch == '|' && prev != '\\' {
+                out.push(String::new());
+            } else {
+                out.last_mut().expect("one cell").push(ch);
+            }
+            prev = ch;
+        }
+        out
+    };
+    let mut out = String::new();
+    let mut section = String::new();
+    let mut header = true;
+    for line in md.lines() {
+        let l = line.trim();
+        if let Some(h) = l.strip_prefix('#') {
+            section = h.trim_start_matches('#').trim().to_string();
+            continue;
+        }
+        if !l.starts_with('|') {
+            continue;
+        }
+        let row = cells(l);
+        if row
+            .iter()
+            .all(|c| c.trim().chars().all(|ch| ch == '-' || ch == ':'))
+        {
+            continue;
+        }
+        let label = row[0].trim();
+        if !header && label.starts_with("**") && row[1..].iter().all(|c| c.trim().is_empty()) {
+            section = label.trim_matches('*').to_string();
+            continue;
+        }
+        let first = if header {
+            "section".to_string()
+        } else {
+            field(&section)
+        };
+        let _ = writeln!(
+            out,
+            "{first},{}",
+            row.iter().map(|c| field(c)).collect::<Vec<_>>().join(",")
+        );
+        header = false;
+    }
+    out
+}
+
+fn hosts_download(file: &str, req: &Request, store: &Store) -> Result<Response, Fail> {
+    let hosts = picked_hosts(req, store)?;
+    if hosts.is_empty() {
+        return Err(Fail(400, "pick hosts: ?a=RUN[:HOST]&b=RUN[:HOST]".into()));
+    }
+    let md = hosts_markdown(&hosts);
+    Ok(match file {
+        "report.json" => Response::download(
+            "application/json",
+            "benchlab-hosts.json",
+            serde_json::to_string_pretty(&hosts).map_err(|e| Fail(500, e.to_string()))?,
+        ),
+        "report.md" => Response::download("text/markdown; charset=utf-8", "benchlab-hosts.md", md),
+        "report.csv" => Response::download("text/csv; charset=utf-8", "benchlab-hosts.csv", markdown_to_csv(&md)),
+        "report.html" => Response::download(
+            "text/html; charset=utf-8",
+            "benchlab-hosts.html",
+            format!(
+                "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>benchlab hosts</title><style>{}</style></head><body>\n<h1>System configuration</h1>\n{}</body></html>\n",
+                style(),
+                inventory_html(&hosts)
+            ),
+        ),
+        other => {
+            return Err(Fail(
+                404,
+                format!("no download `{other}`: report.json, report.csv, report.md or report.html"),
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_words() {
+        assert_eq!(progress_text(None), "");
+        let p = Progress {
+            done: 3,
+            total: 12,
+            left_s: Some(125.4),
+        };
+        assert_eq!(
+            progress_text(Some(p)),
+            "3 / 12 units (25%), about 2 min 5 s left"
+        );
+    }
+
+    #[test]
+    fn markdown_tables_become_csv() {
+        let md = "| System | a | b |\n|---|---|---|\n| **General** |  |  |\n| CPU | x, y | z \\| w |\n| **Disk** | | |\n| sda | 1 | 2 |\n";
+        assert_eq!(
+            markdown_to_csv(md),
+            "section,System,a,b\nGeneral,CPU,\"x, y\",z | w\nDisk,sda,1,2\n"
+        );
+    }
+}

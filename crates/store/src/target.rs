@@ -1,0 +1,168 @@
+//! Which store a `--db` names: a PostgreSQL URL or a SQLite file, and how
+//! to print it without its secrets.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A store's location as the user gave it: `postgres://…` or
+/// `postgresql://…` is a PostgreSQL database, anything else a SQLite file.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A SQLite database file (created when missing).
+    Sqlite(PathBuf),
+    /// A PostgreSQL connection URL, secrets included: print it through
+    /// [`Target::redacted`] or `Display`, never `{:?}` of the inner text.
+    Postgres(String),
+}
+
+/// The URL schemes that name a PostgreSQL database (libpq's two).
+pub const POSTGRES_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+impl Target {
+    /// Reads a `--db` value.
+    pub fn parse(db: &str) -> Target {
+        if is_postgres_url(db) {
+            Target::Postgres(db.to_string())
+        } else {
+            Target::Sqlite(PathBuf::from(db))
+        }
+    }
+
+    /// Reads a `--db` value given as a path (clap's `PathBuf`): a path that
+    /// is not UTF-8 cannot be a URL.
+    pub fn from_path(db: &Path) -> Target {
+        match db.to_str() {
+            Some(s) => Target::parse(s),
+            None => Target::Sqlite(db.to_path_buf()),
+        }
+    }
+
+    /// The location with any password replaced by `***`: what messages,
+    /// logs and the store itself may hold.
+    pub fn redacted(&self) -> String {
+        match self {
+            Target::Sqlite(p) => p.display().to_string(),
+            Target::Postgres(url) => redact_url(url),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Debug output ends up in panics and logs: redacted too.
+        match self {
+            Target::Sqlite(p) => write!(f, "Sqlite({p:?})"),
+            Target::Postgres(_) => write!(f, "Postgres({:?})", self.redacted()),
+        }
+    }
+}
+
+/// True when `db` is a PostgreSQL URL (the scheme, case-insensitive).
+pub fn is_postgres_url(db: &str) -> bool {
+    POSTGRES_SCHEMES.iter().any(|s| {
+        db.get(..s.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(s))
+    })
+}
+
+/// A `--db` value fit to print: a PostgreSQL URL without its password (in
+/// the user part and in a `password=` parameter), a path as it is.
+pub fn redact(db: &str) -> String {
+    Target::parse(db).redacted()
+}
+
+fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let (scheme, rest) = url.split_at(scheme_end);
+    // The authority ends at the first '/', '?' or '#'; a password may hold
+    // '@' only percent-encoded, so the last '@' before that end closes
+    // the user part.
+    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (auth, tail) = rest.split_at(auth_end);
+    let auth = match auth.rfind('@') {
+        Some(at) => {
+            let (user, host) = auth.split_at(at);
+            match user.split_once(':') {
+                Some((name, _)) => format!("{name}:***{host}"),
+                None => auth.to_string(),
+            }
+        }
+        None => auth.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{auth}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_postgres_and_everything_else_a_file() {
+        assert!(matches!(
+            Target::parse("postgres://h/db"),
+            Target::Postgres(_)
+        ));
+        assert!(matches!(
+            Target::parse("PostgreSQL:///db?host=/tmp"),
+            Target::Postgres(_)
+        ));
+        assert_eq!(
+            Target::parse("benchlab.db"),
+            Target::Sqlite("benchlab.db".into())
+        );
+        assert_eq!(
+            Target::parse("postgres.db"),
+            Target::Sqlite("postgres.db".into())
+        );
+        assert!(matches!(Target::parse("mysql://h/db"), Target::Sqlite(_)));
+    }
+
+    #[test]
+    fn passwords_never_print() {
+        for (url, shown) in [
+            (
+                "postgres://lab:s3cret@db.lab:5432/bench",
+                "postgres://lab:***@db.lab:5432/bench",
+            ),
+            (
+                "postgresql://lab:p%40ss@h/b?sslmode=disable",
+                "postgresql://lab:***@h/b?sslmode=disable",
+            ),
+            (
+                "postgres://lab@h/b?password=s3cret&application_name=x",
+                "postgres://lab@h/b?password=***&application_name=x",
+            ),
+            (
+                "postgres:///b?host=/run/pg&user=lab",
+                "postgres:///b?host=/run/pg&user=lab",
+            ),
+            ("postgres://h", "postgres://h"),
+        ] {
+            let t = Target::parse(url);
+            assert_eq!(t.redacted(), shown);
+            assert_eq!(t.to_string(), shown);
+            assert!(!format!("{t:?}").contains("s3cret"));
+        }
+    }
+}
