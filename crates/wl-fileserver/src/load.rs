@@ -423,6 +423,16 @@ impl Workload for FileserverLoad {
         Duration::from_secs_f64(s + 1.0)
     }
 
+    fn measured_window(&self, params: &Params) -> Option<(Duration, Duration)> {
+        // With `passes`, all of each client's run is measured: the
+        // service is observed over the clients' whole run.
+        if !matches!(params.u64(PASSES.name), Ok(0)) {
+            return None;
+        }
+        let s = |n: &str| Duration::from_secs_f64(params.f64(n).unwrap_or(0.0).max(0.0));
+        Some((s(WARMUP.name), s(DURATION.name)))
+    }
+
     fn has_server(&self) -> bool {
         false
     }
@@ -697,6 +707,13 @@ mod tests {
 
     #[test]
     fn shapes() {
+        let timed = params(&LOAD, &[]);
+        assert_eq!(
+            LOAD.measured_window(&timed),
+            Some((Duration::ZERO, Duration::from_secs(1)))
+        );
+        let passes = params(&LOAD, &[(PASSES.name, Value::Int(2))]);
+        assert_eq!(LOAD.measured_window(&passes), None);
         assert_eq!(LOAD.server_side(), ServerSide::Service);
         assert_eq!(LOCAL.server_side(), ServerSide::None);
         assert_eq!(
