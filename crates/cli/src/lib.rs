@@ -25,6 +25,8 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_net::PINGPONG)
         .add(&benchlab_wl_fs::MATRIX)
         .add(&benchlab_wl_web::LOAD)
+        .add(&benchlab_wl_mq::THROUGHPUT)
+        .add(&benchlab_wl_mq::LATENCY)
         .add(&benchlab_core::fake::FAKE)
         .add(&benchlab_core::fake::FAKE_CLIENTS)
         .set_service_check(benchlab_engine::check_service);
