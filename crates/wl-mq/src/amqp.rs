@@ -203,6 +203,14 @@ impl Connection {
         Ok(c)
     }
 
+    /// A second handle on the socket, so that another thread can wake a
+    /// read blocked on it (`shutdown(Read)`).
+    pub fn waker(&self) -> Result<TcpStream> {
+        self.sock
+            .try_clone()
+            .map_err(AmqpError::io("duplicate the socket"))
+    }
+
     /// The read timeout of every blocking wait (`None`: wait forever).
     pub fn set_timeout(&mut self, t: Option<Duration>) -> Result<()> {
         if let Some(t) = t {

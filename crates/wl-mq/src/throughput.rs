@@ -8,7 +8,12 @@
 //!   the default exchange with its queue's name as routing key; the
 //!   subscribers of a queue share its messages, `sub_quota = publishers ×
 //!   count / subscribers` each (`count` is first rounded up to a multiple
-//!   of `subscribers`, as perftest's "Adjusted --count"). **fanout** mode:
+//!   of `subscribers`, as perftest's "Adjusted --count"). *Differs*: qpid
+//!   grants each subscriber credit for exactly its quota; AMQP 0-9-1 has
+//!   no total credit and RabbitMQ's round robin need not split a queue
+//!   evenly, so several subscribers of one queue stop together when the
+//!   queue's `publishers × count` messages are all in (their sum, and so
+//!   `transfers`, is the same). **fanout** mode:
 //!   one fanout exchange (`queues` is 1), every subscriber has its own
 //!   queue bound to it and gets every message (`sub_quota = publishers ×
 //!   count`).
@@ -54,8 +59,8 @@
 //! nothing for `timeout_s` (a broker killed mid-point) fails the point
 //! with the reason.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use benchlab_core::cpu::CpuSnapshot;
@@ -328,6 +333,29 @@ struct Seen {
     foreign: u64,
 }
 
+/// The subscribers of one shared queue. RabbitMQ has no total credit
+/// (qpid's subscriber was granted exactly its quota): round robin need not
+/// split a queue's messages exactly evenly, so the subscribers of a
+/// queue stop together once the group has received all its messages,
+/// rather than each at its nominal quota (which would strand messages one
+/// subscriber holds while another waits). The one who takes the last
+/// message wakes the others by shutting their sockets' read side.
+struct Group {
+    target: u64,
+    received: AtomicU64,
+    done: AtomicBool,
+    wakers: Mutex<Vec<std::net::TcpStream>>,
+}
+
+impl Group {
+    fn finish(&self) {
+        self.done.store(true, Ordering::Release);
+        for w in self.wakers.lock().expect("wakers").iter() {
+            let _ = w.shutdown(std::net::Shutdown::Read);
+        }
+    }
+}
+
 struct SubDone {
     queue: u32,
     end: Instant,
@@ -400,6 +428,15 @@ fn drive(
     // nobody waits forever) and raises this flag.
     let failed = Arc::new(AtomicBool::new(false));
     let (quota, count) = (plan.sub_quota(), plan.count);
+    let groups: Vec<Group> = (0..if plan.fanout { 0 } else { plan.queues })
+        .map(|_| Group {
+            target: u64::from(plan.publishers) * count,
+            received: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            wakers: Mutex::new(Vec::new()),
+        })
+        .collect();
+    let groups = &groups;
     std::thread::scope(|s| {
         let mut subs = Vec::new();
         for j in 0..total_subs as u32 {
@@ -412,9 +449,12 @@ fn drive(
             } else {
                 (queue * plan.publishers, plan.publishers)
             };
+            // A shared queue with several subscribers: they stop as a group.
+            let group = (!plan.fanout && plan.subscribers > 1).then(|| &groups[queue as usize]);
             subs.push(s.spawn(move || {
                 subscriber(
-                    plan, login, &qname, quota, count, first_pub, npubs, &barrier, &failed, abort,
+                    plan, login, &qname, quota, count, first_pub, npubs, group, &barrier, &failed,
+                    abort,
                 )
                 .map(|(end, received, seen)| (queue, end, received, seen))
             }));
@@ -572,12 +612,16 @@ fn subscriber(
     count: u64,
     first_pub: u32,
     npubs: u32,
+    group: Option<&Group>,
     barrier: &Barrier,
     failed: &AtomicBool,
     abort: &AtomicBool,
 ) -> Result<(Instant, u64, Seen), String> {
     let ready = (|| -> Result<Connection, AmqpError> {
         let mut c = Connection::open(login)?;
+        if let Some(g) = group {
+            g.wakers.lock().expect("wakers").push(c.waker()?);
+        }
         c.consume(queue, plan.sub_ack == 0)?;
         Ok(c)
     })();
@@ -600,9 +644,15 @@ fn subscriber(
     }
     let mask = (1u64 << SEQ_BITS) - 1;
     let mut received = 0u64;
-    while received < quota {
+    let mut last_tag = 0u64;
+    let mut acked = 0u64;
+    // Alone on its queue: exactly its quota; in a group: until the group
+    // has them all.
+    let limit = if group.is_some() { u64::MAX } else { quota };
+    while received < limit {
         let d = match c.next_delivery() {
             Ok(d) => d,
+            Err(_) if group.is_some_and(|g| g.done.load(Ordering::Acquire)) => break,
             Err(e) => {
                 return Err(format!(
                     "received {received} of {quota} messages from {queue}, then: {e}"
@@ -610,6 +660,7 @@ fn subscriber(
             }
         };
         received += 1;
+        last_tag = d.tag;
         let word = u64::from_le_bytes(d.head[..8].try_into().expect("8 bytes"));
         let (p, seq) = ((word >> SEQ_BITS) as u32, word & mask);
         match p.checked_sub(first_pub) {
@@ -628,17 +679,36 @@ fn subscriber(
             }
             _ => seen.foreign += 1,
         }
-        if plan.sub_ack > 0 && (received.is_multiple_of(plan.sub_ack) || received == quota) {
+        let group_done =
+            group.is_some_and(|g| g.received.fetch_add(1, Ordering::AcqRel) + 1 == g.target);
+        if plan.sub_ack > 0 && (received.is_multiple_of(plan.sub_ack) || received == limit) {
             c.ack(d.tag, true)
                 .and_then(|_| c.flush())
                 .map_err(|e| format!("ack: {e}"))?;
+            acked = d.tag;
+        }
+        if group_done {
+            group.expect("in a group").finish();
+            break;
         }
         if received & 0xfff == 0 && abort.load(Ordering::Relaxed) {
             return Err("aborted".into());
         }
     }
+    // The last ack of a batch cut short (the socket's write side is open
+    // even when a sibling shut its read side).
+    if plan.sub_ack > 0 && last_tag > acked {
+        c.ack(last_tag, true)
+            .and_then(|_| c.flush())
+            .map_err(|e| format!("ack: {e}"))?;
+    }
     let end = Instant::now();
-    c.close();
+    if group.is_some() {
+        // Its read side may be shut: no polite close to wait for.
+        drop(c);
+    } else {
+        c.close();
+    }
     Ok((end, received, seen))
 }
 
