@@ -480,13 +480,15 @@ fn drive(
         let start = Instant::now();
         let mut out = Outcome::default();
         let mut errors = Vec::new();
+        let mut open = Vec::new();
         for (i, h) in pubs.into_iter().enumerate() {
             match h.join().expect("publisher thread") {
-                Ok((end, nacked)) => {
+                Ok((end, nacked, conn)) => {
                     out.pub_rates
                         .push(count as f64 / end.duration_since(start).as_secs_f64());
                     out.published += count;
                     out.nacked += nacked;
+                    open.push(conn);
                 }
                 Err(e) => errors.push(format!("publisher {i}: {e}")),
             }
@@ -503,6 +505,9 @@ fn drive(
                 }),
                 Err(e) => errors.push(format!("subscriber {j}: {e}")),
             }
+        }
+        for c in open {
+            c.close();
         }
         if !errors.is_empty() {
             return Err(errors.join("; "));
@@ -563,7 +568,7 @@ fn publisher(
     barrier: &Barrier,
     failed: &AtomicBool,
     abort: &AtomicBool,
-) -> Result<(Instant, u64), String> {
+) -> Result<(Instant, u64, Connection), String> {
     let ready = (|| -> Result<Connection, AmqpError> {
         let mut c = Connection::open(login)?;
         if plan.pub_confirm {
@@ -599,8 +604,11 @@ fn publisher(
         0
     };
     let end = Instant::now();
-    c.close();
-    Ok((end, nacked))
+    // Kept open until every subscriber is done: without confirms, a
+    // publisher that closed now could take its last messages, still in
+    // the broker's channel, with it (as perftest's publishers, which stay
+    // connected to the end).
+    Ok((end, nacked, c))
 }
 
 #[allow(clippy::too_many_arguments)]
