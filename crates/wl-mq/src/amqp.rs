@@ -872,3 +872,120 @@ impl Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A connection to a fake broker that writes `bytes` in `chunk`-byte
+    /// pieces (frames split anywhere, as TCP may deliver them).
+    fn fake(bytes: Vec<u8>, chunk: usize) -> (Connection, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_nodelay(true).unwrap();
+            for part in bytes.chunks(chunk) {
+                s.write_all(part).unwrap();
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        });
+        let sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let c = Connection {
+            sock,
+            // Small, so that frames cross the buffer's end and it grows.
+            rbuf: vec![0; 64],
+            rpos: 0,
+            rlen: 0,
+            wbuf: Vec::new(),
+            frame_max: FRAME_MAX,
+            timeout: Duration::from_secs(5),
+            confirmed: 0,
+            loose: Vec::new(),
+            nacked: 0,
+        };
+        (c, t)
+    }
+
+    fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![kind, 0, 1];
+        f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        f.extend_from_slice(payload);
+        f.push(FRAME_END);
+        f
+    }
+
+    fn deliver(tag: u64, body: &[u8], split: usize) -> Vec<u8> {
+        let mut m = vec![0, 60, 0, 60];
+        put_short_str(&mut m, "ctag");
+        m.extend_from_slice(&tag.to_be_bytes());
+        m.push(0);
+        put_short_str(&mut m, "");
+        put_short_str(&mut m, "q");
+        let mut h = vec![0, 60, 0, 0];
+        h.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        h.extend_from_slice(&[0, 0]);
+        let mut out = frame(METHOD, &m);
+        out.extend(frame(HEADER, &h));
+        for part in body.chunks(split) {
+            out.extend(frame(BODY, part));
+        }
+        out
+    }
+
+    #[test]
+    fn deliveries_split_anywhere_are_read_whole() {
+        let body: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        let mut bytes = Vec::new();
+        bytes.extend(frame(HEARTBEAT, &[]));
+        bytes.extend(deliver(7, &body, 100));
+        bytes.extend(deliver(8, &body[..5], 100));
+        let (mut c, t) = fake(bytes, 3);
+        let d = c.next_delivery().unwrap();
+        assert_eq!((d.tag, d.len), (7, 300));
+        assert_eq!(&d.head[..], &body[..HEAD]);
+        let d = c.next_delivery().unwrap();
+        assert_eq!((d.tag, d.len), (8, 5));
+        assert_eq!(&d.head[..5], &body[..5]);
+        t.join().unwrap();
+        let e = c.next_delivery().unwrap_err().to_string();
+        assert!(e.contains("closed the connection"), "{e}");
+    }
+
+    #[test]
+    fn confirms_count_multiple_single_and_out_of_order_acks() {
+        let ack = |tag: u64, multiple: bool, nack: bool| {
+            let mut m = vec![0, 60, 0, if nack { 120 } else { 80 }];
+            m.extend_from_slice(&tag.to_be_bytes());
+            m.push(u8::from(multiple));
+            frame(METHOD, &m)
+        };
+        let mut bytes = Vec::new();
+        bytes.extend(ack(3, true, false));
+        bytes.extend(ack(5, false, false));
+        bytes.extend(ack(4, false, false));
+        bytes.extend(ack(6, false, true));
+        let (mut c, t) = fake(bytes, 5);
+        assert_eq!(c.wait_confirms(6).unwrap(), 1, "one nack");
+        assert_eq!(c.confirmed, 6);
+        assert!(c.loose.is_empty());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_channel_close_is_an_error_with_the_brokers_reason() {
+        let mut m = vec![0, 20, 0, 40];
+        m.extend_from_slice(&404u16.to_be_bytes());
+        put_short_str(&mut m, "NOT_FOUND - no queue 'x'");
+        m.extend_from_slice(&[0, 60, 0, 20]);
+        let (mut c, t) = fake(frame(METHOD, &m), 4);
+        let e = c.next_delivery().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the broker closed the channel: 404 NOT_FOUND - no queue 'x'"
+        );
+        t.join().unwrap();
+    }
+}
