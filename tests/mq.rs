@@ -249,6 +249,42 @@ fn against_one_broker_exactly_once_counters_rates_delays_and_bad_logins() {
         assert_eq!(out.sub_rates.len(), (queues * subs) as usize);
     }
 
+    // Aborted mid-run: the publishers stop and wake the subscribers that
+    // wait for messages that will not come (not after `timeout_s`).
+    let plan = throughput::Plan {
+        fanout: false,
+        queues: 2,
+        publishers: 1,
+        subscribers: 1,
+        count: 50_000_000,
+        size: 16,
+        pub_confirm: true,
+        sub_ack: 0,
+        durable: false,
+        nodelay: false,
+    };
+    let mut patient = login(addr, PASSWORD);
+    patient.timeout = Duration::from_secs(600);
+    let begun = Instant::now();
+    let e = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(1500));
+            abort.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        throughput::run(&plan, &patient, &abort).unwrap_err()
+    });
+    abort.store(false, std::sync::atomic::Ordering::Relaxed);
+    // Subscribers stop on the flag themselves while messages flow, or are
+    // woken by the publishers' stop when none do.
+    assert!(
+        e.contains("publisher 0: aborted") && e.contains("subscriber 1: "),
+        "{e}"
+    );
+    assert!(
+        begun.elapsed() < Duration::from_secs(300),
+        "the abort was not prompt"
+    );
+
     // Latency at 1000 msg/s: the achieved rate, and the broker's count.
     let plan = latency::Plan {
         size: 64,

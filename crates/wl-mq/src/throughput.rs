@@ -356,6 +356,24 @@ impl Group {
     }
 }
 
+/// Every subscriber's socket, so that a publisher that fails (or is
+/// aborted) can wake subscribers blocked waiting for messages that will
+/// never come, instead of letting them wait for `timeout_s`.
+#[derive(Default)]
+struct Stopper {
+    stopped: AtomicBool,
+    wakers: Mutex<Vec<std::net::TcpStream>>,
+}
+
+impl Stopper {
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        for w in self.wakers.lock().expect("wakers").iter() {
+            let _ = w.shutdown(std::net::Shutdown::Read);
+        }
+    }
+}
+
 struct SubDone {
     queue: u32,
     end: Instant,
@@ -437,6 +455,7 @@ fn drive(
         })
         .collect();
     let groups = &groups;
+    let stopper = &Stopper::default();
     std::thread::scope(|s| {
         let mut subs = Vec::new();
         for j in 0..total_subs as u32 {
@@ -453,8 +472,8 @@ fn drive(
             let group = (!plan.fanout && plan.subscribers > 1).then(|| &groups[queue as usize]);
             subs.push(s.spawn(move || {
                 subscriber(
-                    plan, login, &qname, quota, count, first_pub, npubs, group, &barrier, &failed,
-                    abort,
+                    plan, login, &qname, quota, count, first_pub, npubs, group, stopper, &barrier,
+                    &failed, abort,
                 )
                 .map(|(end, received, seen)| (queue, end, received, seen))
             }));
@@ -470,9 +489,13 @@ fn drive(
                     queues[(i / plan.publishers) as usize].clone(),
                 )
             };
-            pubs.push(
-                s.spawn(move || publisher(plan, login, i, &ex, &key, &barrier, &failed, abort)),
-            );
+            pubs.push(s.spawn(move || {
+                let r = publisher(plan, login, i, &ex, &key, &barrier, &failed, abort);
+                if r.is_err() {
+                    stopper.stop();
+                }
+                r
+            }));
         }
         barrier.wait();
         // The controller's clock (perftest: after all readies, before
@@ -621,6 +644,7 @@ fn subscriber(
     first_pub: u32,
     npubs: u32,
     group: Option<&Group>,
+    stopper: &Stopper,
     barrier: &Barrier,
     failed: &AtomicBool,
     abort: &AtomicBool,
@@ -630,6 +654,7 @@ fn subscriber(
         if let Some(g) = group {
             g.wakers.lock().expect("wakers").push(c.waker()?);
         }
+        stopper.wakers.lock().expect("wakers").push(c.waker()?);
         c.consume(queue, plan.sub_ack == 0)?;
         Ok(c)
     })();
@@ -661,6 +686,11 @@ fn subscriber(
         let d = match c.next_delivery() {
             Ok(d) => d,
             Err(_) if group.is_some_and(|g| g.done.load(Ordering::Acquire)) => break,
+            Err(_) if stopper.stopped.load(Ordering::Acquire) => {
+                return Err(format!(
+                    "received {received} of {quota} messages from {queue}, then stopped: a publisher failed"
+                ))
+            }
             Err(e) => {
                 return Err(format!(
                     "received {received} of {quota} messages from {queue}, then: {e}"
