@@ -29,6 +29,8 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_wl_web::LOAD)
         .add(&benchlab_wl_fileserver::LOAD)
         .add(&benchlab_wl_fileserver::LOCAL)
+        .add(&benchlab_wl_mq::THROUGHPUT)
+        .add(&benchlab_wl_mq::LATENCY)
         .add(&benchlab_core::fake::FAKE)
         .add(&benchlab_core::fake::FAKE_CLIENTS)
         .set_service_check(benchlab_engine::check_service);

@@ -71,6 +71,7 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
         })?;
     }
     let listen = check_port(spec)?;
+    let kind_vars = kind_variables(spec, listen)?;
     let root = check_root(spec)?;
     if !opts.scratch_base.is_dir() {
         return Err(ServiceError::Spec {
@@ -91,15 +92,18 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
         Root::Create(p) | Root::Ours(p) => p.clone(),
     };
     let config_file = plan.template.as_ref().map(|t| scratch.join(&t.file_name));
-    let vars = variables(
+    let mut vars = variables(
         spec,
         listen,
         &scratch,
         &document_root,
         config_file.as_deref(),
     );
+    for (k, v) in kind_vars {
+        vars.entry(k).or_insert(v);
+    }
     let workers = vars["workers"].clone();
-    if spec.kind != ServiceKind::Command {
+    if matches!(spec.kind, ServiceKind::Nginx | ServiceKind::Apache2) {
         check_reachable(spec, &vars["user"], &document_root)?;
     }
     // Rendered twice: with the secrets for the server, masked for the
@@ -139,6 +143,15 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
                 crate::samba::argv(&p, config_file.as_deref().expect("servers have a template"));
             (a.clone(), a)
         }
+        ServiceKind::Rabbitmq => {
+            let a = rabbitmq_argv(
+                &p,
+                config_file.as_deref().expect("rabbitmq has a template"),
+                &scratch,
+                &real,
+            );
+            (a.clone(), a)
+        }
         ServiceKind::Command => {
             let (mut a, mut shown) = (render_argv(spec, &real)?, render_argv(spec, &masked)?);
             a[0] = p.clone();
@@ -146,8 +159,14 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
             (a, shown)
         }
     };
+    // RabbitMQ starts through a shell that first runs its epmd (see
+    // rabbitmq_argv).
+    let exec_program = match spec.kind {
+        ServiceKind::Rabbitmq => Path::new("/bin/sh"),
+        _ => program.as_path(),
+    };
     let exec = (
-        cstring(&spec.name, program.as_os_str().as_bytes())?,
+        cstring(&spec.name, exec_program.as_os_str().as_bytes())?,
         argv.iter()
             .map(|a| cstring(&spec.name, a.as_bytes()))
             .collect::<Result<Vec<_>, _>>()?,
@@ -284,6 +303,153 @@ fn variables(
     vars
 }
 
+/// The variables of `kind = "rabbitmq"` ([`crate::spec::RABBITMQ_VARS`]):
+/// the user's name, and free ports on the bind address for epmd and the
+/// Erlang distribution unless the study's `vars` pin them (then they
+/// are checked free).
+fn kind_variables(
+    spec: &ServiceSpec,
+    listen: SocketAddr,
+) -> Result<Vec<(String, String)>, ServiceError> {
+    if spec.kind != ServiceKind::Rabbitmq {
+        return Ok(Vec::new());
+    }
+    let mut out = vec![("amqp_user".to_string(), "benchlab".to_string())];
+    // Held open until all are picked, so that two picks differ.
+    let mut held = Vec::new();
+    for key in ["epmd_port", "dist_port"] {
+        let want = match spec.vars.get(key) {
+            None => 0,
+            Some(v) => match v.parse::<u16>() {
+                Ok(p) if p != 0 && p != listen.port() => p,
+                _ => {
+                    return Err(ServiceError::Spec {
+                        service: spec.name.clone(),
+                        key: format!("vars.{key}"),
+                        message: format!(
+                            "`{v}` is not a port from 1 to 65535 other than the AMQP port {}",
+                            listen.port()
+                        ),
+                    })
+                }
+            },
+        };
+        let l = match TcpListener::bind((spec.bind, want)) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                return Err(ServiceError::Spec {
+                    service: spec.name.clone(),
+                    key: format!("vars.{key}"),
+                    message: format!(
+                        "port {want} is already in use on {} (another epmd or Erlang node?): choose another, or leave it out to have a free one picked",
+                        spec.bind
+                    ),
+                })
+            }
+            Err(source) => {
+                return Err(ServiceError::Io {
+                    service: spec.name.clone(),
+                    context: format!("bind {}:{want} for {key}", spec.bind),
+                    source,
+                })
+            }
+        };
+        let port = l.local_addr().map(|a| a.port()).unwrap_or(want);
+        held.push(l);
+        out.push((key.to_string(), port.to_string()));
+    }
+    Ok(out)
+}
+
+/// Single-quotes a word for `sh`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// How benchlab runs RabbitMQ: `sh -c SCRIPT`, where the script makes the
+/// broker's directories in the scratch directory, writes the environment
+/// (also to `rabbitmq-env.sh`, and a `rabbitmqctl` wrapper that uses it),
+/// starts epmd in the foreground *in the service's process group* — so
+/// that a stop, or `benchlab restore` after a SIGKILL, ends it with the
+/// broker (a daemonised epmd, as Erlang starts by itself, would outlive
+/// both; `-start_epmd false` forbids that) — waits until epmd answers,
+/// then execs rabbitmq-server. Every path Debian's scripts would read
+/// under /etc/rabbitmq points into the scratch directory instead. No
+/// secret is in the script: the password is only in the 0600 config.
+fn rabbitmq_argv(
+    program: &str,
+    config: &Path,
+    scratch: &Path,
+    vars: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let d = scratch.display().to_string();
+    let q = |s: &str| sh_quote(s);
+    let sub = |name: &str| q(&format!("{d}/{name}"));
+    let bind = &vars["bind"];
+    let tuple = format!("{{{}}}", bind.replace('.', ","));
+    let (epmd, dist, workers) = (&vars["epmd_port"], &vars["dist_port"], &vars["workers"]);
+    let env: Vec<(&str, String)> = vec![
+        ("HOME", sub("home")),
+        ("RABBITMQ_NODENAME", q(&format!("rabbit@{bind}"))),
+        ("RABBITMQ_USE_LONGNAME", "true".into()),
+        ("RABBITMQ_CONFIG_FILE", q(&config.display().to_string())),
+        ("RABBITMQ_CONFIG_FILES", sub("conf.d")),
+        ("RABBITMQ_ADVANCED_CONFIG_FILE", sub("advanced.config")),
+        ("RABBITMQ_CONF_ENV_FILE", sub("rabbitmq-env.conf")),
+        ("RABBITMQ_MNESIA_BASE", sub("mnesia")),
+        ("RABBITMQ_LOG_BASE", sub("log")),
+        ("RABBITMQ_ENABLED_PLUGINS_FILE", sub("enabled_plugins")),
+        ("RABBITMQ_NODE_IP_ADDRESS", q(bind)),
+        ("RABBITMQ_NODE_PORT", q(&vars["port"])),
+        ("RABBITMQ_DIST_PORT", q(dist)),
+        ("ERL_EPMD_ADDRESS", q(bind)),
+        ("ERL_EPMD_PORT", q(epmd)),
+        (
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+            q(&format!(
+                "-start_epmd false -kernel inet_dist_use_interface {tuple} +S {workers}:{workers}"
+            )),
+        ),
+        (
+            "RABBITMQ_CTL_ERL_ARGS",
+            q(&format!(
+                "-start_epmd false -kernel inet_dist_use_interface {tuple}"
+            )),
+        ),
+    ];
+    let exports = env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = format!(
+        "set -e\n\
+         mkdir -p {home} {mnesia} {log}\n\
+         echo '[].' > {plugins}\n\
+         printf '%s\\n' {export_line} > {envfile}\n\
+         printf '#!/bin/sh\\n. %s\\nexec /usr/lib/rabbitmq/bin/rabbitmqctl \"$@\"\\n' {envfile} > {ctl}\n\
+         chmod 0700 {ctl}\n\
+         export {exports}\n\
+         /usr/bin/epmd -address {bind_q} -port {epmd_q} &\n\
+         i=0\n\
+         until /usr/bin/epmd -port {epmd_q} -names >/dev/null 2>&1; do\n\
+         i=$((i+1)); [ $i -lt 200 ] || {{ echo 'benchlab: epmd did not start' >&2; exit 1; }}; sleep 0.05\n\
+         done\n\
+         exec {program}\n",
+        home = sub("home"),
+        mnesia = sub("mnesia"),
+        log = sub("log"),
+        plugins = sub("enabled_plugins"),
+        export_line = q(&format!("export {exports}")),
+        envfile = sub("rabbitmq-env.sh"),
+        ctl = sub("rabbitmqctl"),
+        bind_q = q(bind),
+        epmd_q = q(epmd),
+        program = q(program),
+    );
+    vec!["/bin/sh".into(), "-c".into(), script, "rabbitmq".into()]
+}
+
 /// How benchlab runs nginx and apache2: in the foreground, every path in
 /// the scratch directory (nginx's `-e` keeps even its start-up errors out
 /// of /var/log).
@@ -404,10 +570,42 @@ pub(crate) fn find_program(spec: &ServiceSpec, program: &str) -> Result<PathBuf,
         })
 }
 
+/// RabbitMQ's version, from its installed release directory
+/// (`rabbitmq_server-3.10.8`), and Erlang/OTP's: asking the broker needs
+/// it running, and this is known before the start.
+fn rabbitmq_version(program: &Path) -> Option<String> {
+    let lib = program.parent()?.parent()?.join("lib");
+    let rabbit = fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_prefix("rabbitmq_server-")
+                .map(str::to_string)
+        })
+        .max()?;
+    let otp = fs::read_dir("/usr/lib/erlang/releases")
+        .ok()
+        .and_then(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| fs::read_to_string(e.path().join("OTP_VERSION")).ok())
+                .map(|v| v.trim().to_string())
+                .max()
+        });
+    Some(match otp {
+        Some(o) => format!("RabbitMQ {rabbit} (Erlang/OTP {o})"),
+        None => format!("RabbitMQ {rabbit}"),
+    })
+}
+
 /// The server's version line, from `nginx -v` / `apache2 -v`.
 fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
     if crate::samba::is(kind) {
         return crate::samba::version(program);
+    }
+    if kind == ServiceKind::Rabbitmq {
+        return rabbitmq_version(program);
     }
     let out = std::process::Command::new(program)
         .arg("-v")
@@ -421,7 +619,7 @@ fn version_of(kind: ServiceKind, program: &Path) -> Option<String> {
     let key = match kind {
         ServiceKind::Nginx => "nginx version:",
         ServiceKind::Apache2 => "Server version:",
-        ServiceKind::Command | ServiceKind::Samba => return None,
+        ServiceKind::Command | ServiceKind::Samba | ServiceKind::Rabbitmq => return None,
     };
     text.lines()
         .find_map(|l| l.trim().strip_prefix(key))

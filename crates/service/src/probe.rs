@@ -26,6 +26,7 @@ pub fn attempt(probe: &Probe, addr: SocketAddr) -> Result<(), String> {
         .map_err(|e| format!("connect to {addr}: {e}"))?;
     match probe {
         Probe::Tcp => Ok(()),
+        Probe::Amqp => amqp_start(&mut s),
         Probe::Http(path) => {
             let _ = s.set_read_timeout(Some(ATTEMPT));
             let _ = s.set_write_timeout(Some(ATTEMPT));
@@ -61,6 +62,33 @@ pub fn attempt(probe: &Probe, addr: SocketAddr) -> Result<(), String> {
             }
         }
     }
+}
+
+/// Sends the AMQP 0-9-1 protocol header and reads the first frame: a
+/// method frame on channel 0 carrying `connection.start` (class 10,
+/// method 10) means the broker's listener is up and its boot is done.
+/// The connection is then dropped; the broker logs it as closed.
+fn amqp_start(s: &mut TcpStream) -> Result<(), String> {
+    let _ = s.set_read_timeout(Some(ATTEMPT));
+    let _ = s.set_write_timeout(Some(ATTEMPT));
+    s.write_all(b"AMQP\x00\x00\x09\x01")
+        .map_err(|e| format!("send the AMQP protocol header: {e}"))?;
+    let mut head = [0u8; 11];
+    s.read_exact(&mut head)
+        .map_err(|e| format!("read the broker's first AMQP frame: {e}"))?;
+    if head.starts_with(b"AMQP") {
+        return Err(format!(
+            "the server wants another AMQP version ({:?})",
+            &head[4..8]
+        ));
+    }
+    if head[0] != 1 || head[1..3] != [0, 0] || head[7..11] != [0, 10, 0, 10] {
+        return Err(format!(
+            "not an AMQP 0-9-1 connection.start: {:02x?}",
+            &head[..]
+        ));
+    }
+    Ok(())
 }
 
 /// The status code of an HTTP status line (`HTTP/1.1 200 OK`).
@@ -100,6 +128,28 @@ mod tests {
             target("10.0.0.1:80".parse().unwrap()),
             "10.0.0.1:80".parse().unwrap()
         );
+    }
+
+    #[test]
+    fn amqp_probe_wants_connection_start() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            for answer in [
+                &b"AMQP\x00\x00\x09\x01\x00\x00\x00"[..],
+                &[1, 0, 0, 0, 0, 0, 4, 0, 10, 0, 10, 0xce][..],
+            ] {
+                let (mut c, _) = l.accept().unwrap();
+                let mut hdr = [0u8; 8];
+                c.read_exact(&mut hdr).unwrap();
+                assert_eq!(&hdr, b"AMQP\x00\x00\x09\x01");
+                c.write_all(answer).unwrap();
+            }
+        });
+        let e = attempt(&Probe::Amqp, addr).unwrap_err();
+        assert!(e.contains("another AMQP version"), "{e}");
+        attempt(&Probe::Amqp, addr).unwrap();
+        server.join().unwrap();
     }
 
     #[test]

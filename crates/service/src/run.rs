@@ -261,7 +261,19 @@ fn remove_ours(dir: &Path) -> Result<(), String> {
 /// The last lines of a service's logs (error log first), secrets masked.
 fn log_tail(scratch: &Path, secrets: &[String]) -> String {
     let mut out = String::new();
-    for name in ["error.log", "output.log"] {
+    let mut names: Vec<String> = vec!["error.log".into(), "output.log".into()];
+    // RabbitMQ logs to log/rabbit@ADDRESS.log (RABBITMQ_LOG_BASE).
+    if let Ok(rd) = fs::read_dir(scratch.join("log")) {
+        let mut logs: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.ends_with(".log"))
+            .map(|n| format!("log/{n}"))
+            .collect();
+        logs.sort();
+        names.extend(logs);
+    }
+    for name in &names {
         let Ok(text) = fs::read_to_string(scratch.join(name)) else {
             continue;
         };

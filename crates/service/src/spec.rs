@@ -16,6 +16,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("nginx", include_str!("../../../services/nginx.conf")),
     ("apache2", include_str!("../../../services/apache2.conf")),
     ("smb", include_str!("../../../services/smb.conf")),
+    ("rabbitmq", include_str!("../../../services/rabbitmq.conf")),
 ];
 
 /// Variables benchlab always sets itself; a study cannot override them.
@@ -55,7 +56,15 @@ pub enum ServiceKind {
     /// --no-process-group -s CONF` with its test user in a tdbsam database
     /// of the scratch directory (see [`crate::samba`]).
     Samba,
+    /// Debian's RabbitMQ, run from `/usr/lib/rabbitmq/bin` as a plain
+    /// process with its own epmd (see [`RABBITMQ_VARS`]).
+    Rabbitmq,
 }
+
+/// Variables benchlab sets for `kind = "rabbitmq"` (a study's `vars` may
+/// override them): the broker's user, and the ports of its epmd and of its
+/// Erlang distribution (picked free at start), all bound to `bind` only.
+pub const RABBITMQ_VARS: &[&str] = &["amqp_user", "epmd_port", "dist_port"];
 
 impl ServiceKind {
     /// Lower-case name, as in study files.
@@ -65,6 +74,16 @@ impl ServiceKind {
             ServiceKind::Apache2 => "apache2",
             ServiceKind::Command => "command",
             ServiceKind::Samba => "samba",
+            ServiceKind::Rabbitmq => "rabbitmq",
+        }
+    }
+
+    /// Variables this kind's start sets besides [`RESERVED_VARS`] and
+    /// [`DEFAULT_VARS`].
+    pub fn own_vars(self) -> &'static [&'static str] {
+        match self {
+            ServiceKind::Rabbitmq => RABBITMQ_VARS,
+            _ => &[],
         }
     }
 
@@ -73,6 +92,11 @@ impl ServiceKind {
         match self {
             ServiceKind::Nginx => Some(("nginx", "nginx")),
             ServiceKind::Apache2 => Some(("apache2", "apache2")),
+            // Not /usr/sbin's wrapper, which switches to the rabbitmq
+            // user and /var/lib/rabbitmq.
+            ServiceKind::Rabbitmq => {
+                Some(("/usr/lib/rabbitmq/bin/rabbitmq-server", "rabbitmq-server"))
+            }
             ServiceKind::Command => None,
             ServiceKind::Samba => Some(("smbd", "samba")),
         }
@@ -83,6 +107,7 @@ impl ServiceKind {
         match self {
             ServiceKind::Nginx => Some("nginx"),
             ServiceKind::Apache2 => Some("apache2"),
+            ServiceKind::Rabbitmq => Some("rabbitmq"),
             ServiceKind::Command => None,
             ServiceKind::Samba => Some("smb"),
         }
@@ -117,6 +142,9 @@ pub enum Probe {
     /// An HTTP/1.0 `GET` of this path gets an answer below 500
     /// (`probe = { http = "/" }`).
     Http(String),
+    /// The server answers the AMQP 0-9-1 protocol header with
+    /// `connection.start` (`probe = "amqp"`): a broker past its boot.
+    Amqp,
 }
 
 /// Where a secret comes from; resolved on the service's host when the
@@ -360,6 +388,20 @@ impl ServiceSpec {
             }
             _ => {}
         }
+        if self.kind == ServiceKind::Rabbitmq {
+            if !self.secrets.contains_key("password") {
+                return Err(self.err(
+                    "secrets",
+                    "kind = \"rabbitmq\" needs secrets = { password = { env = \"VAR\" } } (or { file = \"path\" }): the password of the broker's user (vars.amqp_user, default `benchlab`), read at start and never stored",
+                ));
+            }
+            if !self.bind.is_ipv4() {
+                return Err(self.err(
+                    "bind",
+                    format!("{}: kind = \"rabbitmq\" takes an IPv4 address (its epmd and Erlang distribution are bound to it)", self.bind),
+                ));
+            }
+        }
         for (key, v) in [
             ("ready_timeout_s", self.ready_timeout_s),
             ("stop_timeout_s", self.stop_timeout_s),
@@ -400,7 +442,10 @@ impl ServiceSpec {
                     format!("`{name}` is not a free variable name (letters, digits and _; not one of {})", RESERVED_VARS.join(", ")),
                 ));
             }
-            if self.vars.contains_key(name) || DEFAULT_VARS.contains(&name.as_str()) {
+            if self.vars.contains_key(name)
+                || DEFAULT_VARS.contains(&name.as_str())
+                || self.kind.own_vars().contains(&name.as_str())
+            {
                 return Err(self.err(
                     "secrets",
                     format!("`{name}` is also a plain variable: a secret needs a name of its own"),
@@ -478,6 +523,7 @@ impl ServiceSpec {
     pub fn sets(&self, name: &str) -> bool {
         RESERVED_VARS.contains(&name)
             || DEFAULT_VARS.contains(&name)
+            || self.kind.own_vars().contains(&name)
             || self.vars.contains_key(name)
             || self.secrets.contains_key(name)
     }
@@ -704,6 +750,39 @@ mod tests {
     }
 
     #[test]
+    fn rabbitmq_needs_its_password_secret_and_an_ipv4_address() {
+        let check = |text: &str| {
+            parse(text)
+                .unwrap()
+                .plan(Path::new("/nonexistent"))
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        let e = check("name='mq'\nkind='rabbitmq'").unwrap_err();
+        assert!(
+            e.starts_with("service `mq`: secrets: kind = \"rabbitmq\" needs secrets = { password"),
+            "{e}"
+        );
+        let e = check("name='mq'\nkind='rabbitmq'\nbind='::1'\nsecrets={password={env='P'}}")
+            .unwrap_err();
+        assert!(
+            e.contains("bind: ::1: kind = \"rabbitmq\" takes an IPv4"),
+            "{e}"
+        );
+        let e =
+            check("name='mq'\nkind='rabbitmq'\nsecrets={password={env='P'},epmd_port={env='P'}}")
+                .unwrap_err();
+        assert!(
+            e.contains("secrets: `epmd_port` is also a plain variable"),
+            "{e}"
+        );
+        check("name='mq'\nkind='rabbitmq'\nprobe='amqp'\nvars={amqp_user='u'}\nsecrets={password={env='P'}}")
+            .unwrap();
+        let s = parse("name='mq'\nkind='rabbitmq'\nprobe='amqp'").unwrap();
+        assert_eq!(s.probe, Probe::Amqp);
+    }
+
+    #[test]
     fn an_unset_variable_names_itself_and_the_template() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -748,7 +827,16 @@ mod tests {
     fn shipped_templates_use_only_variables_benchlab_sets() {
         for (name, text) in SHIPPED {
             let uses = template::uses(text).unwrap();
-            let known = |n: &str| RESERVED_VARS.contains(&n) || DEFAULT_VARS.contains(&n);
+            // RabbitMQ's template takes its user's password from the
+            // secret that validate() demands.
+            let own = if *name == "rabbitmq" {
+                &["amqp_user", "epmd_port", "dist_port", "password"][..]
+            } else {
+                &[]
+            };
+            let known = |n: &str| {
+                RESERVED_VARS.contains(&n) || DEFAULT_VARS.contains(&n) || own.contains(&n)
+            };
             assert_eq!(template::unset(&uses, known), None, "{name}");
         }
         assert!(says_daemon_off(SHIPPED[0].1));
