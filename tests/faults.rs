@@ -1,0 +1,1315 @@
+//! Issue 14, item 2: the fault-injection suite. Runs alone with
+//! `cargo test --test faults`.
+//!
+//! **Kills.** For each killable component — the controller (`benchlab
+//! run`), a workload agent, an environment agent, a background-load worker
+//! and a managed server (nginx) — and each host kind — local, network
+//! namespace, SSH (a real sshd in a namespace of a test bed) — the suite
+//! SIGKILLs the component at seeded random moments spread over a run's
+//! three phases: *apply* (preflight and the configuration's profile and
+//! load), *run* (the points) and *revert* (after the last point). Each
+//! moment is an offset drawn inside that phase of a reference run of the
+//! same study (timed from its progress lines); the phase a kill actually
+//! landed in is read back from the killed run's own progress lines. The
+//! studies cycle through the workload kinds: `fake`, `net.*`, `fs.matrix`
+//! on a 16 MiB ext4 image, and `web.load` against a managed nginx.
+//!
+//! After every kill: every sample the run reported finished is in the
+//! store, `PRAGMA integrity_check` is `ok`, an interrupted run resumes to
+//! completion with the full set of samples, and after `benchlab restore`
+//! nothing is left — no process of the run, mount, loop device, file in
+//! the scratch and temporary directories, journal, changed sysctl (on the
+//! machine and in each namespace) or cgroup.
+//!
+//! **Storage faults.** The database's file system filled mid-run, the
+//! scratch target's filled; a corrupted database, a read-only one, one of
+//! a newer schema, two controllers writing one database at once.
+//!
+//! The kill matrix prints a table (component × host kind). Settings:
+//! `BENCHLAB_FAULT_KILLS` (kills per cell; default [`DEFAULT_KILLS`], the
+//! count CI runs), `BENCHLAB_FAULT_SEED` (default: from the clock; printed
+//! either way), `BENCHLAB_FAULT_DOC=path` (also write the table as
+//! Markdown there, as docs/reliability.md was written).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Scratch;
+
+/// Kills per (component, host kind) when `BENCHLAB_FAULT_KILLS` is unset:
+/// what fits CI's budget (see docs/reliability.md for a full run).
+const DEFAULT_KILLS: usize = 3;
+
+/// The storage tests and the kill matrix change mounts and settings that
+/// the others' checks look at: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_benchlab");
+
+// ---------------------------------------------------------------- random
+
+/// splitmix64 (Steele, Lea, Flood 2014): a seeded generator small enough
+/// to keep here, so that a seed printed by a failing run replays it.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+// ---------------------------------------------------------------- model
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum HostKind {
+    Local,
+    Netns,
+    Ssh,
+}
+
+impl HostKind {
+    fn name(self) -> &'static str {
+        match self {
+            HostKind::Local => "local",
+            HostKind::Netns => "netns",
+            HostKind::Ssh => "ssh",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Component {
+    Controller,
+    Agent,
+    EnvAgent,
+    LoadWorker,
+    Server,
+}
+
+impl Component {
+    const ALL: [Component; 5] = [
+        Component::Controller,
+        Component::Agent,
+        Component::EnvAgent,
+        Component::LoadWorker,
+        Component::Server,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Component::Controller => "controller",
+            Component::Agent => "agent",
+            Component::EnvAgent => "environment agent",
+            Component::LoadWorker => "load worker",
+            Component::Server => "managed server (nginx)",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Wl {
+    Fake,
+    Net,
+    Fs,
+    Web,
+}
+
+impl Wl {
+    const ALL: [Wl; 4] = [Wl::Fake, Wl::Net, Wl::Fs, Wl::Web];
+
+    fn name(self) -> &'static str {
+        match self {
+            Wl::Fake => "fake",
+            Wl::Net => "net",
+            Wl::Fs => "fs",
+            Wl::Web => "web",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Apply,
+    Run,
+    Revert,
+}
+
+const PHASES: [Phase; 3] = [Phase::Apply, Phase::Run, Phase::Revert];
+
+/// What one cell of the table counts.
+#[derive(Default, Clone)]
+struct Tally {
+    kills: usize,
+    by_phase: BTreeMap<&'static str, usize>,
+    by_workload: BTreeMap<&'static str, usize>,
+    lost: usize,
+    leftovers: usize,
+    failures: usize,
+    failed_points: usize,
+    problems: Vec<String>,
+}
+
+// ---------------------------------------------------------------- cells
+
+/// A host kind's set-up, shared by its trials: one state directory (the
+/// journals; the marker of every process of these runs), one temporary
+/// directory (services' and mounts' scratch), a test bed and an sshd.
+struct Cell {
+    kind: HostKind,
+    base: Scratch,
+    bed: Option<String>,
+    subnet: u8,
+    sshd: Option<Child>,
+    trial: usize,
+}
+
+impl Cell {
+    fn new(kind: HostKind, subnet: u8) -> Cell {
+        let base = Scratch::new();
+        for d in ["state", "tmp", "fs"] {
+            std::fs::create_dir_all(base.path(d)).unwrap();
+        }
+        let mut cell = Cell {
+            kind,
+            base,
+            bed: None,
+            subnet,
+            sshd: None,
+            trial: 0,
+        };
+        if kind != HostKind::Local {
+            cell.bed_up();
+        }
+        if kind == HostKind::Ssh {
+            cell.sshd_up();
+        }
+        cell
+    }
+
+    fn state(&self) -> PathBuf {
+        self.base.path("state")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.base.path("tmp")
+    }
+
+    fn ns(&self, host: &str) -> String {
+        format!("bl-{}-{host}", self.bed.as_deref().unwrap_or(""))
+    }
+
+    fn addr(&self, host: u8) -> String {
+        format!("10.{}.0.{host}", self.subnet)
+    }
+
+    fn bed_up(&mut self) {
+        let name = format!(
+            "f{}{}",
+            std::process::id() % 10_000,
+            &self.kind.name()[..1]
+        );
+        let file = self.base.study(
+            "bed.toml",
+            &format!(
+                "[testbed]\nname = \"{name}\"\ntopology = \"direct\"\nsubnet = \"10.{}.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n",
+                self.subnet
+            ),
+        );
+        let out = Command::new(BIN)
+            .args(["testbed", "up"])
+            .arg(&file)
+            .env("BENCHLAB_STATE_DIR", self.base.path("bedstate"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "testbed up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.bed = Some(name);
+    }
+
+    /// A real sshd in the sut namespace; its sessions get this cell's
+    /// state and temporary directories (`SetEnv`), as a user's
+    /// `~/.ssh/environment` or login profile would set them.
+    fn sshd_up(&mut self) {
+        let sshd = benchlab_testkit::find_program("sshd").unwrap();
+        let keygen = benchlab_testkit::find_program("ssh-keygen").unwrap();
+        let dir = self.base.path("ssh");
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["host_key", "id"] {
+            let st = Command::new(&keygen)
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(file))
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "ListenAddress {addr}\nPort 22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nPidFile {d}/sshd.pid\nSetEnv BENCHLAB_STATE_DIR={state} TMPDIR={tmp}\n",
+                addr = self.addr(1),
+                d = dir.display(),
+                state = self.state().display(),
+                tmp = self.tmp().display(),
+            ),
+        )
+        .unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns("sut")])
+            .arg(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.sshd = Some(child);
+        // Until it accepts: a trial must not blame a slow sshd on a kill.
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.ssh_ready() {
+            assert!(Instant::now() < until, "sshd never answered");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn ssh_ready(&self) -> bool {
+        self.in_gen(Command::new("ssh"))
+            .args(self.ssh_args())
+            .arg(format!("root@{}", self.addr(1)))
+            .arg("true")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn ssh_args(&self) -> Vec<String> {
+        vec![
+            "-i".into(),
+            self.base.path("ssh/id").display().to_string(),
+            "-o".into(),
+            "StrictHostKeyChecking=no".into(),
+            "-o".into(),
+            "UserKnownHostsFile=/dev/null".into(),
+            "-o".into(),
+            "LogLevel=ERROR".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+        ]
+    }
+
+    /// The command, run in the generator's namespace for the SSH kind
+    /// (the controller reaches the SSH host from there).
+    fn in_gen(&self, c: Command) -> Command {
+        if self.kind != HostKind::Ssh {
+            return c;
+        }
+        let mut w = Command::new("ip");
+        w.args(["netns", "exec", &self.ns("gen")])
+            .arg(c.get_program())
+            .args(c.get_args());
+        w
+    }
+
+    /// `benchlab --db DB ARGS…` with this cell's state and temporary
+    /// directories.
+    fn benchlab(&self, db: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--db").arg(db).args(args);
+        let mut c = self.in_gen(c);
+        c.env("BENCHLAB_STATE_DIR", self.state())
+            .env("TMPDIR", self.tmp());
+        c
+    }
+
+    /// The `[[host]]` tables and the address servers bind to.
+    fn hosts(&self) -> (String, String) {
+        match self.kind {
+            HostKind::Local => (String::new(), "127.0.0.1".into()),
+            HostKind::Netns => (
+                format!(
+                    "[[host]]\nname = \"sut\"\nnetns = \"{}\"\naddress = \"{}\"\n[[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"{}\"\n",
+                    self.ns("sut"),
+                    self.addr(1),
+                    self.ns("gen"),
+                    self.addr(2)
+                ),
+                self.addr(1),
+            ),
+            HostKind::Ssh => (
+                format!(
+                    "[[host]]\nname = \"sut\"\nssh = \"root@{0}\"\naddress = \"{0}\"\nidentity = \"{1}\"\n\
+                     ssh_options = [\"-o\", \"StrictHostKeyChecking=no\", \"-o\", \"UserKnownHostsFile=/dev/null\", \"-o\", \"LogLevel=ERROR\"]\n\
+                     benchlab = \"{BIN}\"\n",
+                    self.addr(1),
+                    self.base.path("ssh/id").display()
+                ),
+                self.addr(1),
+            ),
+        }
+    }
+
+    fn study(&self, wl: Wl, name: &str) -> PathBuf {
+        let (hosts, bind) = self.hosts();
+        let profile = self.base.path("profile.toml");
+        std::fs::write(&profile, PROFILE).unwrap();
+        let workload = match wl {
+            Wl::Fake => "[[workload]]\nkind = \"fake\"\nsize = [1, 2, 3]\nsleep_s = 0.15\n".into(),
+            Wl::Net => "[[workload]]\nkind = \"net.stream\"\nduration_s = 0.3\n[[workload]]\nkind = \"net.rr\"\nprotocol = [\"tcp\", \"udp\"]\nduration_s = 0.2\n".into(),
+            Wl::Fs => format!(
+                "[[workload]]\nkind = \"fs.matrix\"\nfile_size = \"1MiB\"\nrecord_size = \"256KiB\"\npatterns = \"write,read\"\nmkfs = \"ext4\"\ntarget = \"{}\"\nimage_size = \"16MiB\"\n",
+                self.base.path("fs/image").display()
+            ),
+            Wl::Web => format!(
+                "[[service]]\nname = \"web\"\nkind = \"nginx\"\nbind = \"{bind}\"\n\
+                 [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = [1, 2]\nfile_set = \"single\"\ndirs = 1\nduration_s = 0.3\nramp_down_s = 0.05\n"
+            ),
+        };
+        self.base.study(
+            &format!("{name}.toml"),
+            &format!(
+                "[study]\nname = \"faults-{}\"\n[defaults]\nrepetitions = 2\nquiesce_s = 0\nwarmup_s = 0\n\
+                 {hosts}\
+                 [[configuration]]\nname = \"a\"\nprofile = \"{}\"\nload = {{ workers = 1 }}\n\
+                 {workload}",
+                wl.name(),
+                profile.display()
+            ),
+        )
+    }
+}
+
+impl Drop for Cell {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.sshd.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        if let Some(bed) = &self.bed {
+            let _ = Command::new(BIN)
+                .args(["testbed", "down", bed])
+                .env("BENCHLAB_STATE_DIR", self.base.path("bedstate"))
+                .output();
+        }
+    }
+}
+
+/// A profile of per-namespace sysctls: applied on every host, it changes
+/// the machine's values on a local host and each namespace's on the others.
+const PROFILE: &str = "[profile]\ndescription = \"fault suite\"\n[sysctl]\n\"net.ipv4.tcp_fin_timeout\" = 37\n\"net.core.somaxconn\" = 3333\n";
+const SYSCTLS: [&str; 2] = ["net/ipv4/tcp_fin_timeout", "net/core/somaxconn"];
+
+// ---------------------------------------------------------------- processes
+
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    cmd: String,
+}
+
+fn proc_info(pid: i32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    if after.starts_with('Z') {
+        return None;
+    }
+    let ppid = after.split(' ').nth(1)?.parse().ok()?;
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(Proc {
+        pid,
+        ppid,
+        cmd: String::from_utf8_lossy(&cmd).replace('\0', " "),
+    })
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .collect()
+}
+
+/// Live processes of this cell's runs: started with its state directory
+/// in their environment (agents, load workers, janitors, servers inherit
+/// it; SSH sessions get it from sshd), or naming its scratch in their
+/// command line.
+fn our_processes(cell: &Cell) -> Vec<Proc> {
+    let marker = format!("BENCHLAB_STATE_DIR={}", cell.state().display());
+    let base = cell.base.dir.path().display().to_string();
+    let me = std::process::id() as i32;
+    let sshd = cell.sshd.as_ref().map(|c| c.id() as i32);
+    all_pids()
+        .into_iter()
+        .filter(|&p| p != me && Some(p) != sshd)
+        .filter_map(proc_info)
+        .filter(|p| {
+            p.cmd.contains(&base)
+                && !p.cmd.contains("sshd_config")
+                && !p.cmd.starts_with("sshd:")
+                || std::fs::read(format!("/proc/{}/environ", p.pid))
+                    .map(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+                    .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn is_agent(p: &Proc) -> bool {
+    p.cmd.starts_with(BIN) && p.cmd.contains(" agent --stdio")
+}
+
+/// Whether the agent holds a journal of environment changes (not of a
+/// service): `Some(true)` env, `Some(false)` service only, `None` none yet.
+fn holds_env_journal(cell: &Cell, pid: i32) -> Option<bool> {
+    let dir = cell.state().join("journal");
+    let mut seen = None;
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        let Ok(target) = std::fs::read_link(fd.path()) else {
+            continue;
+        };
+        if !target.starts_with(&dir) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&target).unwrap_or_default();
+        for line in text.lines() {
+            let v: serde_json::Value = match serde_json::from_str(line) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            let setting = v["setting"].as_str().unwrap_or("");
+            if setting.starts_with("service ") {
+                seen.get_or_insert(false);
+            } else {
+                return Some(true);
+            }
+        }
+    }
+    seen
+}
+
+/// The process to kill for `c`, if one runs now.
+fn victim(cell: &Cell, c: Component, controller: i32, rng: &mut Rng) -> Option<i32> {
+    let procs = our_processes(cell);
+    let pick = |v: Vec<i32>, rng: &mut Rng| (!v.is_empty()).then(|| v[rng.below(v.len())]);
+    match c {
+        Component::Controller => Some(controller),
+        Component::Agent => pick(
+            procs
+                .iter()
+                .filter(|p| is_agent(p) && holds_env_journal(cell, p.pid) != Some(true))
+                .map(|p| p.pid)
+                .collect(),
+            rng,
+        ),
+        Component::EnvAgent => pick(
+            procs
+                .iter()
+                .filter(|p| is_agent(p) && holds_env_journal(cell, p.pid) == Some(true))
+                .map(|p| p.pid)
+                .collect(),
+            rng,
+        ),
+        Component::LoadWorker => pick(
+            procs
+                .iter()
+                .filter(|p| p.cmd.contains("__load-worker"))
+                .map(|p| p.pid)
+                .collect(),
+            rng,
+        ),
+        Component::Server => {
+            let nginx: Vec<&Proc> = procs.iter().filter(|p| p.cmd.starts_with("nginx")).collect();
+            // The master: the one whose parent is no nginx.
+            pick(
+                nginx
+                    .iter()
+                    .filter(|p| !nginx.iter().any(|q| q.pid == p.ppid))
+                    .map(|p| p.pid)
+                    .collect(),
+                rng,
+            )
+        }
+    }
+}
+
+// ---------------------------------------------------------------- a run
+
+/// A `benchlab run` under way, its progress lines collected as they come.
+struct Running {
+    child: Child,
+    started: Instant,
+    lines: Arc<Mutex<Vec<(Duration, String)>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Running {
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start benchlab");
+        let started = Instant::now();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let err = child.stderr.take().unwrap();
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push((started.elapsed(), line));
+            }
+        });
+        Running {
+            child,
+            started,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    fn lines(&self) -> Vec<(Duration, String)> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits for the end (killing it after `limit`): the exit code (None:
+    /// a signal) and all of standard error.
+    fn finish(mut self, limit: Duration) -> (Option<i32>, bool, String) {
+        let until = Instant::now() + limit;
+        let mut hung = false;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > until {
+                hung = true;
+                let _ = self.child.kill();
+                break self.child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let text: Vec<String> = self.lines().into_iter().map(|(_, l)| l).collect();
+        (status.code(), hung, text.join("\n"))
+    }
+}
+
+/// A sample the progress reported finished: (workload, label, repetition).
+type Key = (String, String, i64);
+
+/// `[3/6] a · fake · size=1 · rep 1/2: score = …` → the sample's key.
+/// Failed repetitions say `failed` and are not counted.
+fn reported(line: &str) -> Option<Key> {
+    let rest = line.strip_prefix('[')?;
+    let (_, rest) = rest.split_once("] ")?;
+    let (head, tail) = rest.split_once(": ")?;
+    if tail.starts_with("failed") || tail.starts_with("skipped") {
+        return None;
+    }
+    let parts: Vec<&str> = head.split(" · ").collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let rep = parts[3].strip_prefix("rep ")?.split_once('/')?.0.parse::<i64>().ok()?;
+    Some((parts[1].to_string(), parts[2].to_string(), rep - 1))
+}
+
+fn is_sample_line(line: &str) -> bool {
+    line.starts_with('[') && line.contains(" · rep ")
+}
+
+/// The phase a run was in after these lines: apply until the first point
+/// starts, run until the last one ended, revert after.
+fn phase_of(lines: &[(Duration, String)], total: usize) -> Phase {
+    let samples = lines.iter().filter(|(_, l)| is_sample_line(l)).count();
+    let applied = lines
+        .iter()
+        .any(|(_, l)| l.contains("setting(s) applied") || is_sample_line(l));
+    if !applied {
+        Phase::Apply
+    } else if samples < total {
+        Phase::Run
+    } else {
+        Phase::Revert
+    }
+}
+
+/// Phase boundaries of an uninterrupted run, from its progress lines.
+#[derive(Clone, Copy)]
+struct Timing {
+    apply_end: Duration,
+    run_end: Duration,
+    end: Duration,
+    samples: usize,
+}
+
+fn ok_samples(db: &Path, run: i64) -> BTreeSet<Key> {
+    let Ok(conn) = rusqlite::Connection::open(db) else {
+        return BTreeSet::new();
+    };
+    let Ok(mut st) = conn.prepare(
+        "SELECT p.workload_name, p.label, s.repetition FROM sample s JOIN point p ON p.id = s.point_id
+         WHERE p.run_id = ?1 AND s.status = 'ok'",
+    ) else {
+        return BTreeSet::new();
+    };
+    let rows = st
+        .query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap();
+    rows.filter_map(Result::ok).collect()
+}
+
+fn failed_samples(db: &Path) -> usize {
+    rusqlite::Connection::open(db)
+        .and_then(|c| {
+            c.query_row("SELECT count(*) FROM sample WHERE status = 'failed'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .unwrap_or(0) as usize
+}
+
+fn run_status(db: &Path, run: i64) -> Option<String> {
+    let conn = rusqlite::Connection::open(db).ok()?;
+    conn.query_row("SELECT status FROM run WHERE id = ?1", [run], |r| r.get(0))
+        .ok()
+}
+
+fn integrity(db: &Path) -> Result<(), String> {
+    if !db.exists() {
+        return Ok(());
+    }
+    let conn = rusqlite::Connection::open(db).map_err(|e| e.to_string())?;
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if check == "ok" {
+        Ok(())
+    } else {
+        Err(check)
+    }
+}
+
+// ---------------------------------------------------------------- leftovers
+
+/// What a run may change outside its store, as (what, value).
+fn snapshot(cell: &Cell) -> BTreeMap<String, String> {
+    let mut s = BTreeMap::new();
+    for k in SYSCTLS {
+        let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
+        s.insert(format!("machine {k}"), v.trim().to_string());
+    }
+    if cell.bed.is_some() {
+        for host in ["sut", "gen"] {
+            for k in SYSCTLS {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", &cell.ns(host), "cat"])
+                    .arg(format!("/proc/sys/{k}"))
+                    .output()
+                    .unwrap();
+                s.insert(
+                    format!("{host} {k}"),
+                    String::from_utf8_lossy(&out.stdout).trim().to_string(),
+                );
+            }
+        }
+    }
+    for (what, dir) in cgroup_dirs() {
+        s.insert(format!("cgroup {what}"), dir);
+    }
+    s
+}
+
+/// benchlab's cgroups (v1 hierarchies and v2): directories named for it,
+/// two levels deep.
+fn cgroup_dirs() -> Vec<(String, String)> {
+    fn go(d: &Path, depth: usize, out: &mut Vec<(String, String)>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            if e.file_name().to_string_lossy().contains("benchlab") {
+                out.push((p.display().to_string(), "exists".into()));
+            }
+            if depth > 0 {
+                go(&p, depth - 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(Path::new("/sys/fs/cgroup"), 2, &mut out);
+    out
+}
+
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let d = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|m| m.starts_with(&d)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Loop devices whose backing file is under `dir`.
+fn loops_under(dir: &Path) -> Vec<String> {
+    let d = dir.display().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/sys/block").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        if let Ok(b) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
+            if b.trim().starts_with(&d) {
+                out.push(format!("/dev/{name} ({})", b.trim()));
+            }
+        }
+    }
+    out
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path().display().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Everything left behind, waiting a little for processes on their way out.
+fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut left = Vec::new();
+    loop {
+        left.clear();
+        for p in our_processes(cell) {
+            left.push(format!("process {} `{}`", p.pid, p.cmd.trim()));
+        }
+        if let Some(bed) = &cell.bed {
+            let _ = bed;
+            let sshd = cell.sshd.as_ref().map(|c| c.id() as i32);
+            for host in ["sut", "gen"] {
+                let out = Command::new("ip")
+                    .args(["netns", "pids", &cell.ns(host)])
+                    .output()
+                    .unwrap();
+                for pid in String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    if Some(pid) == sshd {
+                        continue;
+                    }
+                    if let Some(p) = proc_info(pid) {
+                        if !left.iter().any(|l| l.starts_with(&format!("process {pid} "))) {
+                            left.push(format!("process {pid} in {host}: `{}`", p.cmd.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        if left.is_empty() || Instant::now() > until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for m in mounts_under(cell.base.dir.path()) {
+        left.push(format!("mount {m}"));
+    }
+    for l in loops_under(cell.base.dir.path()) {
+        left.push(format!("loop device {l}"));
+    }
+    for f in files_in(&cell.tmp()) {
+        left.push(format!("file {f}"));
+    }
+    for f in files_in(&cell.base.path("fs")) {
+        left.push(format!("file {f}"));
+    }
+    for f in files_in(&cell.state().join("journal")) {
+        left.push(format!("journal {f}"));
+    }
+    let after = snapshot(cell);
+    for (k, v) in before {
+        if after.get(k) != Some(v) {
+            left.push(format!("{k}: {v} before, {:?} after", after.get(k)));
+        }
+    }
+    for (k, v) in &after {
+        if !before.contains_key(k) {
+            left.push(format!("{k}: new ({v})"));
+        }
+    }
+    left
+}
+
+/// Puts the machine back by force after a trial that left something, so
+/// that the next trial is judged on its own.
+fn force_clean(cell: &Cell, before: &BTreeMap<String, String>) {
+    for p in our_processes(cell) {
+        // SAFETY: kill(2) of a process of this test's runs.
+        unsafe { libc::kill(p.pid, libc::SIGKILL) };
+    }
+    for m in mounts_under(cell.base.dir.path()) {
+        if let Some(t) = m.split_whitespace().nth(1) {
+            let _ = Command::new("umount").args(["-l", t]).status();
+        }
+    }
+    for l in loops_under(cell.base.dir.path()) {
+        if let Some(dev) = l.split_whitespace().next() {
+            let _ = Command::new("losetup").args(["-d", dev]).status();
+        }
+    }
+    for d in [cell.tmp(), cell.base.path("fs"), cell.state().join("journal")] {
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+    }
+    for (k, v) in before {
+        if let Some(name) = k.strip_prefix("machine ") {
+            let _ = std::fs::write(format!("/proc/sys/{name}"), v);
+        } else if let Some((host, name)) = k.split_once(' ') {
+            if host == "sut" || host == "gen" {
+                let _ = Command::new("ip")
+                    .args(["netns", "exec", &cell.ns(host), "sh", "-c"])
+                    .arg(format!("echo {v} > /proc/sys/{name}"))
+                    .status();
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- trials
+
+/// Runs a study uninterrupted and times its phases.
+fn reference(cell: &mut Cell, wl: Wl) -> Result<Timing, String> {
+    cell.trial += 1;
+    let db = cell.base.path(&format!("ref-{}.db", cell.trial));
+    let study = cell.study(wl, &format!("ref-{}", cell.trial));
+    let run = Running::start(cell.benchlab(&db, &["run", study.to_str().unwrap()]));
+    let lines_at = run.lines.clone();
+    let (code, hung, err) = run.finish(Duration::from_secs(120));
+    if code != Some(0) || hung {
+        return Err(format!("reference {} run: exit {code:?}: {err}", wl.name()));
+    }
+    let lines = lines_at.lock().unwrap().clone();
+    let samples: Vec<Duration> = lines
+        .iter()
+        .filter(|(_, l)| is_sample_line(l))
+        .map(|(t, _)| *t)
+        .collect();
+    let apply_end = lines
+        .iter()
+        .find(|(_, l)| l.contains("setting(s) applied") || is_sample_line(l))
+        .map(|(t, _)| *t)
+        .unwrap_or_default();
+    let end = lines.last().map(|(t, _)| *t).unwrap_or_default();
+    let _ = std::fs::remove_file(&db);
+    Ok(Timing {
+        apply_end,
+        run_end: *samples.last().unwrap_or(&end),
+        end,
+        samples: samples.len(),
+    })
+}
+
+struct TrialResult {
+    phase: Phase,
+    lost: usize,
+    leftovers: Vec<String>,
+    failures: Vec<String>,
+    failed_points: usize,
+}
+
+/// One kill: start the study, wait for the moment, kill the component,
+/// then check what the brief promises.
+fn trial(
+    cell: &mut Cell,
+    wl: Wl,
+    c: Component,
+    at: Duration,
+    timing: Timing,
+    rng: &mut Rng,
+) -> Option<TrialResult> {
+    cell.trial += 1;
+    let db = cell.base.path(&format!("t{}.db", cell.trial));
+    let study = cell.study(wl, &format!("t{}", cell.trial));
+    let before = snapshot(cell);
+    let run = Running::start(cell.benchlab(&db, &["run", study.to_str().unwrap()]));
+    let controller = run.child.id() as i32;
+    // Until the moment, then until the component is there to kill.
+    while run.started.elapsed() < at {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut killed = None;
+    let mut phase = Phase::Apply;
+    let mut run = run;
+    while killed.is_none() {
+        if run.child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if let Some(pid) = victim(cell, c, controller, rng) {
+            phase = phase_of(&run.lines(), timing.samples);
+            // SAFETY: kill(2) of a process of this test's run.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed = Some(pid);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let seen: BTreeSet<Key> = run
+        .lines()
+        .iter()
+        .filter_map(|(_, l)| reported(l))
+        .collect();
+    let (code, hung, err) = run.finish(Duration::from_secs(120));
+    let mut failures = Vec::new();
+    let mut problem = |s: String| failures.push(s);
+    if hung {
+        problem(format!("the run hung after the kill: {err}"));
+    }
+    let killed = killed?;
+    let _ = killed;
+    match (c, code) {
+        (Component::Controller, _) => {}
+        (_, Some(0 | 3)) => {}
+        // A side agent killed while preflight collects its inventory:
+        // the run refuses to start, saying so; nothing was stored.
+        (_, Some(1)) if err.contains("preflight failed; nothing was run") => {}
+        (_, other) => problem(format!("the run ended with {other:?} after the kill: {err}")),
+    }
+    if err.contains("panicked") {
+        problem(format!("a panic: {err}"));
+    }
+    // Every sample reported finished is stored.
+    let stored = ok_samples(&db, 1);
+    let mut lost = seen.difference(&stored).count();
+    if let Err(e) = integrity(&db) {
+        problem(format!("integrity_check: {e}"));
+    }
+    // The journal's undo and the leftovers.
+    let restore = cell
+        .benchlab(&db, &["restore", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    if !restore.status.success() {
+        problem(format!(
+            "restore failed: {}",
+            String::from_utf8_lossy(&restore.stderr)
+        ));
+    }
+    let left = leftovers(cell, &before);
+    if !left.is_empty() {
+        force_clean(cell, &before);
+    }
+    // An interrupted run resumes to the whole set; a run never stored
+    // runs again from the start.
+    let failed_points = failed_samples(&db);
+    match run_status(&db, 1).as_deref() {
+        Some("completed") => {}
+        Some(_) => {
+            let out = cell
+                .benchlab(&db, &["run", "--resume", "1"])
+                .output()
+                .unwrap();
+            if !matches!(out.status.code(), Some(0 | 3)) {
+                problem(format!(
+                    "resume failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        None => {
+            let out = cell
+                .benchlab(&db, &["run", study.to_str().unwrap()])
+                .output()
+                .unwrap();
+            if out.status.code() != Some(0) {
+                problem(format!(
+                    "the next run failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+    }
+    let fin = ok_samples(&db, 1);
+    lost += seen.difference(&fin).filter(|k| stored.contains(*k)).count();
+    if c == Component::Controller && fin.len() != timing.samples {
+        problem(format!(
+            "after the resume {} of {} samples are stored",
+            fin.len(),
+            timing.samples
+        ));
+    }
+    if let Err(e) = integrity(&db) {
+        problem(format!("integrity_check after the resume: {e}"));
+    }
+    let left2 = leftovers(cell, &before);
+    if !left2.is_empty() {
+        force_clean(cell, &before);
+    }
+    let mut all_left = left;
+    all_left.extend(left2.into_iter().map(|l| format!("after the resume: {l}")));
+    let _ = std::fs::remove_file(&db);
+    Some(TrialResult {
+        phase,
+        lost,
+        leftovers: all_left,
+        failures,
+        failed_points,
+    })
+}
+
+/// A moment in `phase` of a run timed as `t`, drawn uniformly inside it.
+fn moment(t: Timing, phase: Phase, rng: &mut Rng) -> Duration {
+    let (a, b) = match phase {
+        Phase::Apply => (Duration::ZERO, t.apply_end),
+        Phase::Run => (t.apply_end, t.run_end),
+        Phase::Revert => (t.run_end, t.end),
+    };
+    a + (b.saturating_sub(a)).mul_f64(rng.unit())
+}
+
+fn kills_per_cell() -> usize {
+    std::env::var("BENCHLAB_FAULT_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_KILLS)
+}
+
+fn seed() -> u64 {
+    std::env::var("BENCHLAB_FAULT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                % 1_000_000_007
+        })
+}
+
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Apply => "apply",
+        Phase::Run => "run",
+        Phase::Revert => "revert",
+    }
+}
+
+/// The workloads a component's kills cycle through: a managed server
+/// exists only under web.load.
+fn workloads(c: Component) -> &'static [Wl] {
+    match c {
+        Component::Server => &[Wl::Web],
+        _ => &Wl::ALL,
+    }
+}
+
+#[test]
+fn sigkill_every_component_on_every_host_kind() {
+    benchlab_testkit::require!(root, "ip", "tc", "losetup", "mkfs.ext4", "ssh");
+    for (program, what) in [
+        ("sshd", "sshd (openssh-server)"),
+        ("ssh-keygen", "ssh-keygen (openssh-client)"),
+        ("nginx", "nginx (Debian package nginx)"),
+    ] {
+        if benchlab_testkit::find_program(program).is_none() {
+            return benchlab_testkit::missing(what);
+        }
+    }
+    let _serial = serial();
+    let kills = kills_per_cell();
+    let seed = seed();
+    eprintln!("fault suite: seed {seed} (BENCHLAB_FAULT_SEED), {kills} kills per cell (BENCHLAB_FAULT_KILLS)");
+    let mut rng = Rng(seed);
+    let started = Instant::now();
+    let mut table: BTreeMap<(Component, HostKind), Tally> = BTreeMap::new();
+    // BENCHLAB_FAULT_HOSTS=local,ssh narrows the matrix (when chasing a
+    // fault); the table then says which host kinds were tried.
+    let only = std::env::var("BENCHLAB_FAULT_HOSTS").unwrap_or_default();
+    for (kind, subnet) in [
+        (HostKind::Local, 0u8),
+        (HostKind::Netns, 241),
+        (HostKind::Ssh, 242),
+    ] {
+        if !only.is_empty() && !only.split(',').any(|h| h == kind.name()) {
+            continue;
+        }
+        let mut cell = Cell::new(kind, subnet);
+        let mut timings: HashMap<Wl, Timing> = HashMap::new();
+        for c in Component::ALL {
+            let tally = table.entry((c, kind)).or_default();
+            let mut attempts = 0;
+            while tally.kills < kills && attempts < kills * 3 {
+                attempts += 1;
+                let wls = workloads(c);
+                let wl = wls[(tally.kills + attempts) % wls.len()];
+                let timing = match timings.get(&wl) {
+                    Some(t) => *t,
+                    None => match reference(&mut cell, wl) {
+                        Ok(t) => {
+                            timings.insert(wl, t);
+                            t
+                        }
+                        Err(e) => {
+                            tally.failures += 1;
+                            tally.problems.push(e);
+                            break;
+                        }
+                    },
+                };
+                let phase = PHASES[tally.kills % 3];
+                let at = moment(timing, phase, &mut rng);
+                let Some(r) = trial(&mut cell, wl, c, at, timing, &mut rng) else {
+                    // The component never ran after that moment (a
+                    // server in a run past its last point): draw again.
+                    continue;
+                };
+                tally.kills += 1;
+                *tally.by_phase.entry(phase_name(r.phase)).or_default() += 1;
+                *tally.by_workload.entry(wl.name()).or_default() += 1;
+                tally.lost += r.lost;
+                tally.failed_points += r.failed_points;
+                if !r.leftovers.is_empty() {
+                    tally.leftovers += 1;
+                }
+                if !r.failures.is_empty() {
+                    tally.failures += 1;
+                }
+                let label = format!(
+                    "{} on {} ({}, {:?} into the run, {})",
+                    c.name(),
+                    kind.name(),
+                    wl.name(),
+                    at,
+                    phase_name(r.phase)
+                );
+                eprintln!(
+                    "kill: {label}: lost {}, leftovers {}, failed points {}{}",
+                    r.lost,
+                    r.leftovers.len(),
+                    r.failed_points,
+                    if r.failures.is_empty() { "" } else { ", FAILED" }
+                );
+                for l in &r.leftovers {
+                    tally.problems.push(format!("{label}: left {l}"));
+                }
+                for f in r.failures {
+                    tally.problems.push(format!("{label}: {f}"));
+                }
+                if r.lost > 0 {
+                    tally.problems.push(format!("{label}: {} samples lost", r.lost));
+                }
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    let text = markdown_table(&table, seed, kills, elapsed);
+    eprintln!("\n{text}");
+    if let Ok(path) = std::env::var("BENCHLAB_FAULT_DOC") {
+        std::fs::write(&path, doc(&path, &text)).unwrap();
+        eprintln!("written to {path}");
+    }
+    let problems: Vec<&String> = table.values().flat_map(|t| &t.problems).collect();
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    for ((c, k), t) in &table {
+        if !only.is_empty() {
+            break;
+        }
+        assert!(
+            t.kills >= kills,
+            "{} on {}: only {} kills landed",
+            c.name(),
+            k.name(),
+            t.kills
+        );
+    }
+}
+
+fn markdown_table(
+    table: &BTreeMap<(Component, HostKind), Tally>,
+    seed: u64,
+    kills: usize,
+    elapsed: Duration,
+) -> String {
+    let mut s = format!(
+        "Seed {seed}, {kills} kills per cell, {:.0} s.\n\n| component | host | kills (apply/run/revert) | workloads | samples lost | kills leaving something | failed checks | points failed by the kill |\n|---|---|---|---|---|---|---|---|\n",
+        elapsed.as_secs_f64()
+    );
+    for ((c, k), t) in table {
+        let ph = |p: &str| t.by_phase.get(p).copied().unwrap_or(0);
+        let wl: Vec<String> = t
+            .by_workload
+            .iter()
+            .map(|(w, n)| format!("{w} {n}"))
+            .collect();
+        s += &format!(
+            "| {} | {} | {} ({}/{}/{}) | {} | {} | {} | {} | {} |\n",
+            c.name(),
+            k.name(),
+            t.kills,
+            ph("apply"),
+            ph("run"),
+            ph("revert"),
+            wl.join(", "),
+            t.lost,
+            t.leftovers,
+            t.failures,
+            t.failed_points
+        );
+    }
+    s
+}
+
+/// The document with the text between its markers replaced by `table`
+/// (the rest of the document is prose kept by hand).
+fn doc(path: &str, table: &str) -> String {
+    const BEGIN: &str = "<!-- fault table: begin -->";
+    const END: &str = "<!-- fault table: end -->";
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let (head, tail) = match (old.find(BEGIN), old.find(END)) {
+        (Some(b), Some(e)) if b < e => (old[..b].to_string(), old[e + END.len()..].to_string()),
+        _ => (old, "\n".to_string()),
+    };
+    format!("{head}{BEGIN}\n{table}{END}{tail}")
+}
