@@ -32,12 +32,47 @@ pub enum StoreError {
         /// The newest this binary knows.
         known: i64,
     },
+    /// The database cannot be written and needs a migration first.
+    #[error("the database is read-only and has schema version {found}; this benchlab needs {known}: open it once where it can be written")]
+    ReadOnlyOld {
+        /// The database's version.
+        found: i64,
+        /// The version this binary needs.
+        known: i64,
+    },
     /// No such run.
     #[error("no run {0} in this database (see `benchlab list`)")]
     NoRun(i64),
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
+
+impl StoreError {
+    /// SQLite found the file damaged: not a database, or a malformed one.
+    pub fn is_damaged_database(&self) -> bool {
+        matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
+    }
+}
+
+/// The database's schema version, refused when newer than this benchlab's.
+fn check_version(conn: &Connection) -> Result<i64> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// SQLite refused a write because the file or its file system is
+/// read-only (or, for a WAL database there, could not open it at all).
+fn is_read_only(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen))
+}
 
 /// Migrations, in order; migration `i` brings the schema to version `i+1`.
 const MIGRATIONS: &[&str] = &[
@@ -379,10 +414,28 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed) and migrates a store.
+    ///
+    /// A database this benchlab cannot write (a read-only file system or
+    /// file) is opened read-only when its schema is current: it can be
+    /// listed, shown and reported, and any write fails with SQLite's
+    /// "readonly database" error.
     pub fn open(path: &Path) -> Result<Store> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // The version first: a newer database is refused before anything
+        // (not even the journal mode, which rewrites the header) changes.
+        match check_version(&conn) {
+            // A WAL database on a read-only file system cannot even be
+            // read this way (SQLite cannot make its `-shm` file).
+            Err(StoreError::Sql(e)) if path.exists() && is_read_only(&e) => {
+                return Store::open_read_only(path)
+            }
+            r => r?,
+        };
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(e) if is_read_only(&e) => return Store::open_read_only(path),
+            r => r?,
+        }
         // FULL: a committed sample survives a power cut, not just a crash.
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -391,18 +444,51 @@ impl Store {
         Ok(store)
     }
 
-    fn migrate(&mut self) -> Result<()> {
-        let version: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
+    /// Opens a database that cannot be written. `immutable`: a WAL
+    /// database on a read-only file system has no `-shm` file and cannot
+    /// make one, and nobody can write it there either.
+    fn open_read_only(path: &Path) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+        let uri = |extra: &str| {
+            // Percent-encode what a URI would read otherwise.
+            let p = path
+                .display()
+                .to_string()
+                .replace('%', "%25")
+                .replace('?', "%3f")
+                .replace('#', "%23");
+            format!("file:{p}?mode=ro{extra}")
+        };
+        let conn = Connection::open_with_flags(uri(""), flags)?;
+        let conn = match conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
+            Ok(_) => conn,
+            Err(_) => Connection::open_with_flags(uri("&immutable=1"), flags)?,
+        };
+        let version = check_version(&conn)?;
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::ReadOnlyOld {
                 found: version,
                 known: SCHEMA_VERSION,
             });
         }
+        Ok(Store { conn })
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let version = check_version(&self.conn)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self.conn.transaction()?;
+            // IMMEDIATE, and the version read again under the write lock:
+            // two controllers opening a new database at once would
+            // otherwise both apply the first migration, and the second
+            // fail with "table run already exists".
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now > i as i64 {
+                continue;
+            }
             tx.execute_batch(sql)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tx.commit()?;
