@@ -302,10 +302,27 @@ enum TestbedAction {
     Netem,
 }
 
+/// An error that SQLite raised on a damaged file, wherever it surfaced
+/// (opening, or a query long after), names the file and says what to do.
+fn name_damaged_store(e: anyhow::Error, db: &std::path::Path) -> anyhow::Error {
+    let damaged = e.chain().any(|c| {
+        c.downcast_ref::<benchlab_store::StoreError>()
+            .is_some_and(|s| s.is_damaged_database())
+    });
+    if !damaged {
+        return e;
+    }
+    e.context(format!(
+        "the store {} is damaged: restore it from a copy, or give another --db (benchlab leaves this file as it is)",
+        db.display()
+    ))
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    match commands::dispatch(cli) {
+    let db = cli.db.clone();
+    match commands::dispatch(cli).map_err(|e| name_damaged_store(e, &db)) {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`benchlab show | head`) is not an error.
