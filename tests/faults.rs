@@ -226,11 +226,7 @@ impl Cell {
     }
 
     fn bed_up(&mut self) {
-        let name = format!(
-            "f{}{}",
-            std::process::id() % 10_000,
-            &self.kind.name()[..1]
-        );
+        let name = format!("f{}{}", std::process::id() % 10_000, &self.kind.name()[..1]);
         let file = self.base.study(
             "bed.toml",
             &format!(
@@ -471,9 +467,7 @@ fn our_processes(cell: &Cell) -> Vec<Proc> {
         .filter(|&p| p != me && Some(p) != sshd)
         .filter_map(proc_info)
         .filter(|p| {
-            p.cmd.contains(&base)
-                && !p.cmd.contains("sshd_config")
-                && !p.cmd.starts_with("sshd:")
+            p.cmd.contains(&base) && !p.cmd.contains("sshd_config") && !p.cmd.starts_with("sshd:")
                 || std::fs::read(format!("/proc/{}/environ", p.pid))
                     .map(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
                     .unwrap_or(false)
@@ -545,7 +539,10 @@ fn victim(cell: &Cell, c: Component, controller: i32, rng: &mut Rng) -> Option<i
             rng,
         ),
         Component::Server => {
-            let nginx: Vec<&Proc> = procs.iter().filter(|p| p.cmd.starts_with("nginx")).collect();
+            let nginx: Vec<&Proc> = procs
+                .iter()
+                .filter(|p| p.cmd.starts_with("nginx"))
+                .collect();
             // The master: the one whose parent is no nginx.
             pick(
                 nginx
@@ -638,7 +635,12 @@ fn reported(line: &str) -> Option<Key> {
     if parts.len() != 4 {
         return None;
     }
-    let rep = parts[3].strip_prefix("rep ")?.split_once('/')?.0.parse::<i64>().ok()?;
+    let rep = parts[3]
+        .strip_prefix("rep ")?
+        .split_once('/')?
+        .0
+        .parse::<i64>()
+        .ok()?;
     Some((parts[1].to_string(), parts[2].to_string(), rep - 1))
 }
 
@@ -690,9 +692,11 @@ fn ok_samples(db: &Path, run: i64) -> BTreeSet<Key> {
 fn failed_samples(db: &Path) -> usize {
     rusqlite::Connection::open(db)
         .and_then(|c| {
-            c.query_row("SELECT count(*) FROM sample WHERE status = 'failed'", [], |r| {
-                r.get::<_, i64>(0)
-            })
+            c.query_row(
+                "SELECT count(*) FROM sample WHERE status = 'failed'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
         })
         .unwrap_or(0) as usize
 }
@@ -776,7 +780,11 @@ fn mounts_under(dir: &Path) -> Vec<String> {
     std::fs::read_to_string("/proc/self/mounts")
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.split_whitespace().nth(1).is_some_and(|m| m.starts_with(&d)))
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|m| m.starts_with(&d))
+        })
         .map(str::to_string)
         .collect()
 }
@@ -801,7 +809,11 @@ fn loops_under(dir: &Path) -> Vec<String> {
 
 fn files_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path().display().to_string()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path().display().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -830,7 +842,10 @@ fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
                         continue;
                     }
                     if let Some(p) = proc_info(pid) {
-                        if !left.iter().any(|l| l.starts_with(&format!("process {pid} "))) {
+                        if !left
+                            .iter()
+                            .any(|l| l.starts_with(&format!("process {pid} ")))
+                        {
                             left.push(format!("process {pid} in {host}: `{}`", p.cmd.trim()));
                         }
                     }
@@ -888,7 +903,11 @@ fn force_clean(cell: &Cell, before: &BTreeMap<String, String>) {
             let _ = Command::new("losetup").args(["-d", dev]).status();
         }
     }
-    for d in [cell.tmp(), cell.base.path("fs"), cell.state().join("journal")] {
+    for d in [
+        cell.tmp(),
+        cell.base.path("fs"),
+        cell.state().join("journal"),
+    ] {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
     }
@@ -1003,7 +1022,9 @@ fn trial(
         // A side agent killed while preflight collects its inventory:
         // the run refuses to start, saying so; nothing was stored.
         (_, Some(1)) if err.contains("preflight failed; nothing was run") => {}
-        (_, other) => problem(format!("the run ended with {other:?} after the kill: {err}")),
+        (_, other) => problem(format!(
+            "the run ended with {other:?} after the kill: {err}"
+        )),
     }
     if err.contains("panicked") {
         problem(format!("a panic: {err}"));
@@ -1062,7 +1083,10 @@ fn trial(
         }
     }
     let fin = ok_samples(&db, 1);
-    lost += seen.difference(&fin).filter(|k| stored.contains(*k)).count();
+    lost += seen
+        .difference(&fin)
+        .filter(|k| stored.contains(*k))
+        .count();
     if c == Component::Controller && fin.len() != timing.samples {
         problem(format!(
             "after the resume {} of {} samples are stored",
@@ -1220,7 +1244,11 @@ fn sigkill_every_component_on_every_host_kind() {
                     r.lost,
                     r.leftovers.len(),
                     r.failed_points,
-                    if r.failures.is_empty() { "" } else { ", FAILED" }
+                    if r.failures.is_empty() {
+                        ""
+                    } else {
+                        ", FAILED"
+                    }
                 );
                 for l in &r.leftovers {
                     tally.problems.push(format!("{label}: left {l}"));
@@ -1229,7 +1257,9 @@ fn sigkill_every_component_on_every_host_kind() {
                     tally.problems.push(format!("{label}: {f}"));
                 }
                 if r.lost > 0 {
-                    tally.problems.push(format!("{label}: {} samples lost", r.lost));
+                    tally
+                        .problems
+                        .push(format!("{label}: {} samples lost", r.lost));
                 }
             }
         }
@@ -1312,4 +1342,375 @@ fn doc(path: &str, table: &str) -> String {
         _ => (old, "\n".to_string()),
     };
     format!("{head}{BEGIN}\n{table}{END}{tail}")
+}
+
+// ---------------------------------------------------------------- storage
+
+/// A small tmpfs mounted for one test (its size is the fault), unmounted
+/// when the test ends, however it ends.
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: PathBuf, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount a tmpfs on {}", dir.display());
+        Tmpfs { dir }
+    }
+
+    fn remount(&self, opts: &str) {
+        let st = Command::new("mount")
+            .args(["-o", &format!("remount,{opts}")])
+            .arg(&self.dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "remount {} {opts}", self.dir.display());
+    }
+
+    /// Fills the file system with one file until it refuses more.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let p = self.dir.join("filler");
+        let mut f = std::fs::File::create(&p).unwrap();
+        let chunk = vec![0xa5u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        // The last partial chunk: byte by byte is too slow; 4 KiB pages.
+        while f.write_all(&chunk[..4096]).is_ok() {}
+        let _ = f.sync_all();
+        p
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// A fake study of `points` points, two repetitions each.
+fn fake_study(points: usize, sleep_s: f64) -> String {
+    let sizes: Vec<String> = (1..=points).map(|i| i.to_string()).collect();
+    format!(
+        "[study]\nname = \"store-faults\"\n[defaults]\nrepetitions = 2\nquiesce_s = 0\nwarmup_s = 0\n\
+         [[configuration]]\nname = \"a\"\n[[workload]]\nkind = \"fake\"\nsize = [{}]\nsleep_s = {sleep_s}\n",
+        sizes.join(", ")
+    )
+}
+
+fn sha(path: &Path) -> Vec<u8> {
+    // Not cryptographic: the bytes themselves, compared whole.
+    std::fs::read(path).unwrap()
+}
+
+/// Processes started with this state directory, still alive.
+fn alive_with_state(state: &Path) -> Vec<String> {
+    let marker = format!("BENCHLAB_STATE_DIR={}", state.display());
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<String> = all_pids()
+            .into_iter()
+            .filter(|&p| p != std::process::id() as i32)
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/environ"))
+                    .map(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+                    .unwrap_or(false)
+            })
+            .filter_map(proc_info)
+            .map(|p| format!("{} `{}`", p.pid, p.cmd))
+            .collect();
+        if left.is_empty() || Instant::now() > until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn bl(s: &Scratch, db: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("--db")
+        .arg(db)
+        .args(args)
+        .env("BENCHLAB_STATE_DIR", s.path("state"))
+        .env("TMPDIR", s.path("tmp"));
+    c
+}
+
+fn out_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The database's file system fills up mid-run: the run stops with the
+/// reason, everything stored before is still there and sound, nothing of
+/// the run is left, and once there is room again the run resumes.
+#[test]
+fn the_store_file_system_filling_up_mid_run() {
+    benchlab_testkit::require!(root);
+    let _serial = serial();
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path("tmp")).unwrap();
+    let fs = Tmpfs::mount(s.path("dbfs"), "2m");
+    let db = fs.dir.join("benchlab.db");
+    let study = s.study("s.toml", &fake_study(20, 0.05));
+    let run = Running::start(bl(&s, &db, &["run", study.to_str().unwrap()]));
+    let until = Instant::now() + Duration::from_secs(60);
+    while run
+        .lines()
+        .iter()
+        .filter(|(_, l)| reported(l).is_some())
+        .count()
+        < 4
+    {
+        assert!(Instant::now() < until, "no progress: {:?}", run.lines());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let filler = fs.fill();
+    let seen: BTreeSet<Key> = run
+        .lines()
+        .iter()
+        .filter_map(|(_, l)| reported(l))
+        .collect();
+    let (code, hung, err) = run.finish(Duration::from_secs(120));
+    eprintln!("full store: exit {code:?}:\n{err}");
+    assert!(!hung, "the run hung on a full store: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(
+        code,
+        Some(0),
+        "a run that could not store its samples passed: {err}"
+    );
+    assert!(
+        err.contains("full") || err.contains("No space left"),
+        "the reason is not given: {err}"
+    );
+    let stored = ok_samples(&db, 1);
+    let lost: Vec<_> = seen.difference(&stored).collect();
+    assert!(lost.is_empty(), "reported but not stored: {lost:?}");
+    integrity(&db).unwrap();
+    let left = alive_with_state(&s.path("state"));
+    assert!(left.is_empty(), "left running: {left:?}");
+    // Room again: the run resumes to the whole set.
+    std::fs::remove_file(filler).unwrap();
+    let out = bl(&s, &db, &["restore"]).output().unwrap();
+    assert!(out.status.success(), "{}", out_text(&out));
+    let out = bl(&s, &db, &["run", "--resume", "1"]).output().unwrap();
+    assert!(out.status.success(), "resume: {}", out_text(&out));
+    assert_eq!(ok_samples(&db, 1).len(), 40);
+    integrity(&db).unwrap();
+    assert!(files_in(&s.path("tmp")).is_empty());
+}
+
+/// The scratch target's file system fills up: the point fails with the
+/// reason, the others run, and benchlab's files, mount and loop device
+/// are gone.
+#[test]
+fn the_scratch_target_filling_up_fails_the_point() {
+    benchlab_testkit::require!(root, "losetup", "mkfs.ext4");
+    let _serial = serial();
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path("tmp")).unwrap();
+    let fs = Tmpfs::mount(s.path("target"), "6m");
+    let db = s.db();
+    // A directory target too small for the 8 MiB file; an image whose
+    // backing file cannot grow past the tmpfs (sparse: made at once, its
+    // blocks refused when written); and a cell that fits.
+    let study = s.study(
+        "s.toml",
+        &format!(
+            "[study]\nname = \"full-target\"\n[defaults]\nrepetitions = 1\nquiesce_s = 0\nwarmup_s = 0\n\
+             [[configuration]]\nname = \"a\"\n\
+             [[workload]]\nname = \"dir\"\nkind = \"fs.matrix\"\nfile_size = [\"8MiB\", \"1MiB\"]\nrecord_size = \"1MiB\"\npatterns = \"write,read\"\ntarget = \"{0}\"\n\
+             [[workload]]\nname = \"image\"\nkind = \"fs.matrix\"\nfile_size = \"24MiB\"\nrecord_size = \"1MiB\"\npatterns = \"write,read\"\nmkfs = \"ext4\"\ntarget = \"{0}/image\"\nimage_size = \"64MiB\"\ncache = \"direct\"\n",
+            fs.dir.display()
+        ),
+    );
+    let out = bl(&s, &db, &["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = out_text(&out);
+    eprintln!("full target: {}:\n{text}", out.status);
+    assert_eq!(out.status.code(), Some(3), "some points failed: {text}");
+    assert!(!text.contains("panicked"), "{text}");
+    let j: serde_json::Value = serde_json::from_slice(
+        &bl(&s, &db, &["show", "1", "--format", "json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let failures = j["failures"].as_array().unwrap();
+    let reasons: Vec<String> = failures
+        .iter()
+        .map(|f| format!("{} {}: {}", f["workload"], f["label"], f["reason"]))
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("\"dir\"") && r.contains("No space left")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("\"image\"")),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        ok_samples(&db, 1).len(),
+        1,
+        "the 1 MiB cell ran: {reasons:?}"
+    );
+    integrity(&db).unwrap();
+    let left = alive_with_state(&s.path("state"));
+    assert!(left.is_empty(), "left running: {left:?}");
+    assert!(files_in(&fs.dir).is_empty(), "{:?}", files_in(&fs.dir));
+    assert!(mounts_under(s.dir.path())
+        .iter()
+        .all(|m| m.contains(&fs.dir.display().to_string()) && m.starts_with("tmpfs")));
+    assert!(
+        loops_under(s.dir.path()).is_empty(),
+        "{:?}",
+        loops_under(s.dir.path())
+    );
+    assert!(
+        files_in(&s.path("tmp")).is_empty(),
+        "{:?}",
+        files_in(&s.path("tmp"))
+    );
+}
+
+/// A database from a finished fake run.
+fn stored_db(s: &Scratch, name: &str) -> PathBuf {
+    let db = s.path(name);
+    let study = s.study("small.toml", &fake_study(2, 0.0));
+    let out = bl(s, &db, &["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", out_text(&out));
+    // One file: benchlab checkpoints and removes the WAL as it closes.
+    assert!(!s.path(&format!("{name}-wal")).exists());
+    db
+}
+
+/// Every command a user might point at a bad database: each must fail
+/// with a clear message (exit 1, no panic) and leave the file as it was.
+fn refused_everywhere(s: &Scratch, db: &Path, want: &[&str]) {
+    let before = sha(db);
+    let study = s.study("next.toml", &fake_study(1, 0.0));
+    for args in [
+        vec!["list"],
+        vec!["show", "1"],
+        vec!["run", study.to_str().unwrap()],
+        vec!["run", "--resume", "1"],
+    ] {
+        let out = bl(s, db, &args).output().unwrap();
+        let text = out_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");
+        assert!(!text.contains("panicked"), "{args:?}: {text}");
+        assert!(
+            want.iter().any(|w| text.contains(w)),
+            "{args:?} does not say what is wrong ({want:?}): {text}"
+        );
+        assert!(
+            text.contains(&db.display().to_string()),
+            "{args:?} does not name the file: {text}"
+        );
+        assert!(sha(db) == before, "{args:?} changed the database");
+    }
+}
+
+#[test]
+fn a_corrupted_database_is_refused_and_left_alone() {
+    let s = Scratch::new();
+    // The header overwritten: not a database at all.
+    let db = stored_db(&s, "header.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes[..16].copy_from_slice(b"garbage garbage!");
+    std::fs::write(&db, &bytes).unwrap();
+    refused_everywhere(&s, &db, &["not a database"]);
+    // A page in the middle overwritten: a malformed database.
+    let db = stored_db(&s, "page.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    let page = 4096;
+    assert!(bytes.len() >= 3 * page, "{} bytes", bytes.len());
+    for b in &mut bytes[page..2 * page] {
+        *b = 0x5a;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    refused_everywhere(&s, &db, &["malformed", "not a database", "corrupt"]);
+}
+
+#[test]
+fn a_read_only_database_is_read_and_never_written() {
+    benchlab_testkit::require!(root);
+    let _serial = serial();
+    let s = Scratch::new();
+    let fs = Tmpfs::mount(s.path("ro"), "8m");
+    let made = stored_db(&s, "made.db");
+    let db = fs.dir.join("benchlab.db");
+    std::fs::copy(&made, &db).unwrap();
+    fs.remount("ro");
+    let before = sha(&db);
+    // Reading works.
+    let out = bl(&s, &db, &["list"]).output().unwrap();
+    let text = out_text(&out);
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(out.status.success(), "list of a read-only database: {text}");
+    // Writing is refused with the reason, before anything runs.
+    let study = s.study("next.toml", &fake_study(1, 0.0));
+    let out = bl(&s, &db, &["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = out_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("read-only") || text.contains("readonly"),
+        "{text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(sha(&db) == before, "the read-only database changed");
+    assert!(alive_with_state(&s.path("state")).is_empty());
+}
+
+#[test]
+fn a_database_of_a_newer_schema_is_refused_and_left_alone() {
+    let s = Scratch::new();
+    let db = stored_db(&s, "newer.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.pragma_update(None, "user_version", 999).unwrap();
+    drop(conn);
+    refused_everywhere(&s, &db, &["schema version 999, newer than this benchlab"]);
+}
+
+#[test]
+fn two_controllers_writing_one_database() {
+    let s = Scratch::new();
+    let db = s.db();
+    let study = s.study("s.toml", &fake_study(6, 0.05));
+    // Each controller its own state directory: the journal rule (one run
+    // per machine's journal) is not what is tried here.
+    let start = |i: usize| {
+        let mut c = bl(&s, &db, &["run", study.to_str().unwrap()]);
+        c.env("BENCHLAB_STATE_DIR", s.path(&format!("state{i}")));
+        Running::start(c)
+    };
+    let a = start(1);
+    let b = start(2);
+    let (ca, _, ea) = a.finish(Duration::from_secs(120));
+    let (cb, _, eb) = b.finish(Duration::from_secs(120));
+    assert_eq!(ca, Some(0), "{ea}");
+    assert_eq!(cb, Some(0), "{eb}");
+    assert_eq!(ok_samples(&db, 1).len(), 12);
+    assert_eq!(ok_samples(&db, 2).len(), 12);
+    integrity(&db).unwrap();
+    for run in [1, 2] {
+        assert_eq!(run_status(&db, run).as_deref(), Some("completed"));
+    }
 }
