@@ -302,14 +302,23 @@ enum TestbedAction {
     Netem,
 }
 
-/// An error that SQLite raised on a damaged file, wherever it surfaced
-/// (opening, or a query long after), names the file and says what to do.
+/// An error that SQLite raised on a damaged file or a full file system,
+/// wherever it surfaced (opening, or a write long after), names the file
+/// and says what to do.
 fn name_damaged_store(e: anyhow::Error, db: &std::path::Path) -> anyhow::Error {
-    let damaged = e.chain().any(|c| {
-        c.downcast_ref::<benchlab_store::StoreError>()
-            .is_some_and(|s| s.is_damaged_database())
-    });
-    if !damaged {
+    let store_error = |f: fn(&benchlab_store::StoreError) -> bool| {
+        e.chain().any(|c| {
+            c.downcast_ref::<benchlab_store::StoreError>()
+                .is_some_and(f)
+        })
+    };
+    if store_error(benchlab_store::StoreError::is_disk_full) {
+        return e.context(format!(
+            "the file system of the store {} is full: what was stored is kept; make room, then `benchlab run --resume` the run (`benchlab list` shows it)",
+            db.display()
+        ));
+    }
+    if !store_error(benchlab_store::StoreError::is_damaged_database) {
         return e;
     }
     e.context(format!(

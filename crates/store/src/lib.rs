@@ -48,6 +48,12 @@ pub enum StoreError {
 type Result<T> = std::result::Result<T, StoreError>;
 
 impl StoreError {
+    /// The database's file system is full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::DiskFull)
+    }
+
     /// SQLite found the file damaged: not a database, or a malformed one.
     pub fn is_damaged_database(&self) -> bool {
         matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
