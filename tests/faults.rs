@@ -1242,7 +1242,7 @@ fn sigkill_every_component_on_every_host_kind() {
             while tally.kills < kills && attempts < kills * 3 {
                 attempts += 1;
                 let wls = workloads(c);
-                let wl = wls[(tally.kills + attempts) % wls.len()];
+                let wl = wls[attempts % wls.len()];
                 let timing = match timings.get(&wl) {
                     Some(t) => *t,
                     None => match reference(&mut cell, wl) {
@@ -1260,7 +1260,7 @@ fn sigkill_every_component_on_every_host_kind() {
                 // Each retry moves on to the next phase: a component that
                 // no longer runs in one (an agent after the last point) is
                 // tried in the others.
-                let phase = PHASES[(tally.kills + attempts - 1) % 3];
+                let phase = PHASES[(attempts - 1) % 3];
                 let at = moment(timing, phase, &mut rng);
                 let Some(r) = trial(&mut cell, wl, c, at, timing, &mut rng) else {
                     // The component never ran after that moment (a
@@ -1353,8 +1353,17 @@ fn markdown_table(
     counts: &str,
     elapsed: Duration,
 ) -> String {
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let kills_var = std::env::var("BENCHLAB_FAULT_KILLS")
+        .map(|k| format!("BENCHLAB_FAULT_KILLS={k} "))
+        .unwrap_or_default();
     let mut s = format!(
-        "Seed {seed}; kills per cell: {counts}; {:.0} s.\n\n| component | host | kills (apply/run/revert) | workloads | samples lost | kills leaving something | run left it to `restore` | failed checks | points failed by the kill |\n|---|---|---|---|---|---|---|---|---|\n",
+        "Run {date}: `{kills_var}BENCHLAB_FAULT_SEED={seed} cargo test --test faults sigkill -- --nocapture` \
+         (seed {seed}; kills per cell: {counts}; {:.0} s on this 2-core machine).\n\n| component | host | kills (apply/run/revert) | workloads | samples lost | kills leaving something | run left it to `restore` | failed checks | points failed by the kill |\n|---|---|---|---|---|---|---|---|---|\n",
         elapsed.as_secs_f64()
     );
     for ((c, k), t) in table {
