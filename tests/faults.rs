@@ -636,12 +636,13 @@ impl Running {
 type Key = (String, String, i64);
 
 /// `[3/6] a · fake · size=1 · rep 1/2: score = …` → the sample's key.
-/// Failed repetitions say `failed` and are not counted.
+/// Failed and skipped repetitions (`FAILED: why`) are not counted.
 fn reported(line: &str) -> Option<Key> {
     let rest = line.strip_prefix('[')?;
     let (_, rest) = rest.split_once("] ")?;
     let (head, tail) = rest.split_once(": ")?;
-    if tail.starts_with("failed") || tail.starts_with("skipped") {
+    let status = tail.to_ascii_lowercase();
+    if status.starts_with("failed") || status.starts_with("skipped") {
         return None;
     }
     let parts: Vec<&str> = head.split(" · ").collect();
@@ -844,8 +845,7 @@ fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
         for p in our_processes(cell) {
             left.push(format!("process {} `{}`", p.pid, p.cmd.trim()));
         }
-        if let Some(bed) = &cell.bed {
-            let _ = bed;
+        if cell.bed.is_some() {
             let sshd = cell.sshd.as_ref().map(|c| c.id() as i32);
             for host in ["sut", "gen"] {
                 let out = Command::new("ip")
@@ -1034,8 +1034,9 @@ fn trial(
     if hung {
         problem(format!("the run hung after the kill: {err}"));
     }
-    let killed = killed?;
-    let _ = killed;
+    // Nothing to kill came up (the component no longer ran after that
+    // moment): the run was an ordinary one, and no kill is counted.
+    killed?;
     match (c, code) {
         (Component::Controller, _) => {}
         (_, Some(0 | 3)) => {}
@@ -1468,8 +1469,8 @@ fn fake_study(points: usize, sleep_s: f64) -> String {
     )
 }
 
-fn sha(path: &Path) -> Vec<u8> {
-    // Not cryptographic: the bytes themselves, compared whole.
+/// A file's bytes, to compare before and after whole.
+fn bytes(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
@@ -1668,7 +1669,7 @@ fn stored_db(s: &Scratch, name: &str) -> PathBuf {
 /// Every command a user might point at a bad database: each must fail
 /// with a clear message (exit 1, no panic) and leave the file as it was.
 fn refused_everywhere(s: &Scratch, db: &Path, want: &[&str]) {
-    let before = sha(db);
+    let before = bytes(db);
     let study = s.study("next.toml", &fake_study(1, 0.0));
     for args in [
         vec!["list"],
@@ -1688,7 +1689,7 @@ fn refused_everywhere(s: &Scratch, db: &Path, want: &[&str]) {
             text.contains(&db.display().to_string()),
             "{args:?} does not name the file: {text}"
         );
-        assert!(sha(db) == before, "{args:?} changed the database");
+        assert!(bytes(db) == before, "{args:?} changed the database");
     }
 }
 
@@ -1723,7 +1724,7 @@ fn a_read_only_database_is_read_and_never_written() {
     let db = fs.dir.join("benchlab.db");
     std::fs::copy(&made, &db).unwrap();
     fs.remount("ro");
-    let before = sha(&db);
+    let before = bytes(&db);
     // Reading works.
     let out = bl(&s, &db, &["list"]).output().unwrap();
     let text = out_text(&out);
@@ -1741,7 +1742,7 @@ fn a_read_only_database_is_read_and_never_written() {
         "{text}"
     );
     assert!(!text.contains("panicked"), "{text}");
-    assert!(sha(&db) == before, "the read-only database changed");
+    assert!(bytes(&db) == before, "the read-only database changed");
     assert!(alive_with_state(&s.path("state")).is_empty());
 }
 
@@ -1779,4 +1780,49 @@ fn two_controllers_writing_one_database() {
     for run in [1, 2] {
         assert_eq!(run_status(&db, run).as_deref(), Some("completed"));
     }
+}
+
+/// The suite's own reading of progress lines, which every "no sample
+/// lost" check rests on.
+#[test]
+fn progress_lines_name_their_samples() {
+    let key = |w: &str, l: &str, r: i64| Some((w.to_string(), l.to_string(), r));
+    assert_eq!(
+        reported("[3/6] a · fake · size=1 · rep 2/2: score = 101.00 (ETA 1s)"),
+        key("fake", "size=1", 1)
+    );
+    assert_eq!(
+        reported("[1/4] a · web.load · clients=1 · rep 1/2: requests_per_s = 14310 (ETA 3s)"),
+        key("web.load", "clients=1", 0)
+    );
+    assert_eq!(
+        reported("[1/6] a · net.stream · - · rep 1/2: FAILED: host generator: gone (ETA 0s)"),
+        None
+    );
+    assert_eq!(
+        reported("[2/6] a · fs.matrix · - · rep 1/1: skipped: no root"),
+        None
+    );
+    assert_eq!(
+        reported("benchlab: configuration `a` on sut: 2 setting(s) applied, 0 unchanged"),
+        None
+    );
+    let at = |l: &str| (Duration::ZERO, l.to_string());
+    assert_eq!(
+        phase_of(&[at("benchlab: 4 repetition(s) to run")], 4),
+        Phase::Apply
+    );
+    assert_eq!(
+        phase_of(
+            &[at(
+                "benchlab: configuration `a` on sut: 2 setting(s) applied"
+            )],
+            4
+        ),
+        Phase::Run
+    );
+    let done: Vec<_> = (1..=2)
+        .map(|i| at(&format!("[{i}/2] a · fake · - · rep {i}/2: ok")))
+        .collect();
+    assert_eq!(phase_of(&done, 2), Phase::Revert);
 }
