@@ -102,7 +102,13 @@ fn a_killed_agent_leaves_its_service_to_the_restore() {
         .unwrap();
     let pgid = started.description.pgid;
     a.kill_now();
-    // The server outlives a SIGKILLed agent; its journal names it.
+    // The server outlives a SIGKILLed agent; its journal names it. The
+    // probe is answered from the master's listen queue, so the workers
+    // may still be forking: wait for them (seen failing 1 run in 3).
+    let until = Instant::now() + Duration::from_secs(5);
+    while procfs::live_members(pgid).len() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(procfs::live_members(pgid).len() >= 2);
     let journal = state.path().join("journal");
     assert_eq!(entries(&journal).len(), 1);

@@ -339,10 +339,36 @@ enum TestbedAction {
     Netem,
 }
 
+/// An error that SQLite raised on a damaged file or a full file system,
+/// wherever it surfaced (opening, or a write long after), names the file
+/// and says what to do.
+fn name_damaged_store(e: anyhow::Error, db: &std::path::Path) -> anyhow::Error {
+    let store_error = |f: fn(&benchlab_store::StoreError) -> bool| {
+        e.chain().any(|c| {
+            c.downcast_ref::<benchlab_store::StoreError>()
+                .is_some_and(f)
+        })
+    };
+    if store_error(benchlab_store::StoreError::is_disk_full) {
+        return e.context(format!(
+            "the file system of the store {} is full: what was stored is kept; make room, then `benchlab run --resume` the run (`benchlab list` shows it)",
+            db.display()
+        ));
+    }
+    if !store_error(benchlab_store::StoreError::is_damaged_database) {
+        return e;
+    }
+    e.context(format!(
+        "the store {} is damaged: restore it from a copy, or give another --db (benchlab leaves this file as it is)",
+        db.display()
+    ))
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    match commands::dispatch(cli) {
+    let db = cli.db.clone();
+    match commands::dispatch(cli).map_err(|e| name_damaged_store(e, &db)) {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`benchlab show | head`) is not an error.

@@ -62,6 +62,18 @@ pub fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String, String
     Ok((n, text, p))
 }
 
+/// Why a configuration could not be applied when its environment agent
+/// was lost midway, said once on the terminal too: the settings it had
+/// changed stay changed until `benchlab restore` (found by
+/// tests/faults.rs, which kills environment agents while they apply).
+fn lost_while_applying(ctx: &mut RunCtx<'_>, host: &str, why: &str) -> String {
+    let reason = format!(
+        "host {host}: the environment agent was lost while applying ({why}); run `benchlab restore` to put back what it had changed"
+    );
+    ctx.notes.push(reason.clone());
+    reason
+}
+
 impl EnvControl {
     /// Makes configuration `idx` the applied one (reverting the previous).
     pub(crate) fn switch(
@@ -239,13 +251,19 @@ impl EnvControl {
                 agent.shutdown();
                 Err(format!("host {host}: {message}"))
             }
+            // The agent is lost midway: what it had changed stays, in
+            // its journal on the host, until `benchlab restore`.
             Ok(other) => {
                 agent.kill_now();
-                Err(format!("host {host}: unexpected answer {other:?}"))
+                Err(lost_while_applying(
+                    ctx,
+                    &host,
+                    &format!("unexpected answer {other:?}"),
+                ))
             }
             Err(e) => {
                 agent.kill_now();
-                Err(format!("host {host}: {e}"))
+                Err(lost_while_applying(ctx, &host, &e.to_string()))
             }
         }
     }

@@ -496,12 +496,14 @@ impl Engine<'_> {
                 Err(UnitError::Interrupted) => break,
             };
             self.observer.end(&info, &result);
+            self.tell();
             if outcome.is_err() {
                 // The agents' state is unknown after a failed or skipped point
                 // (another target's server may still be waiting): stop them all,
                 // on every host; the next point starts fresh ones. Services go
                 // first, stopped by the agents that hold them.
                 self.svc.stop_all(&mut self.ctx);
+                self.tell();
                 self.ctx.pool.kill_all();
                 if matches!(outcome, Err(UnitError::Failed(_)))
                     && study.defaults.on_error == OnError::Stop

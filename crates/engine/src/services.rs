@@ -310,8 +310,19 @@ impl Services {
                 ctx.event("service", &format!("{name}: {e}"));
             }
         }
-        let Ok(agent) = ctx.pool.agent(&r.host, Role::Server, 0) else {
-            return;
+        // A server whose agent was lost (killed, its host gone) is left
+        // to its journal on the host: the user must hear of it, not only
+        // the stored events (found by tests/faults.rs).
+        let left = |ctx: &mut RunCtx<'_>, msg: &str| {
+            ctx.notes.push(format!(
+                "{msg}; the server may still run on {}: run `benchlab restore` to stop it and remove its files",
+                r.host
+            ));
+            ctx.event("service", msg);
+        };
+        let agent = match ctx.pool.agent(&r.host, Role::Server, 0) {
+            Ok(a) => a,
+            Err(e) => return left(ctx, &format!("{name}: stop failed: {e}")),
         };
         let msg = match agent.request(
             &Request::ServiceStop {
@@ -327,8 +338,8 @@ impl Services {
                 report.exit,
                 if report.forced { ", after SIGKILL" } else { "" }
             ),
-            Ok(other) => format!("{name}: stop answered {other:?}"),
-            Err(e) => format!("{name}: stop failed: {e}"),
+            Ok(other) => return left(ctx, &format!("{name}: stop answered {other:?}")),
+            Err(e) => return left(ctx, &format!("{name}: stop failed: {e}")),
         };
         ctx.event("service", &msg);
     }

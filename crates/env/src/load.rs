@@ -56,11 +56,19 @@ pub fn start(spec: &LoadSpec, dir: &str, journal: &mut Journal) -> Result<Load, 
             .stderr(Stdio::null())
             .process_group(0);
         let cpus = spec.cpus.clone();
+        let agent = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 // Dies with the agent that started it, even on SIGKILL.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // An agent killed before the line above ran (after the
+                // fork) never sends that signal, and has not journaled
+                // this worker either: it must not start at all (found by
+                // tests/faults.rs, a worker outliving its killed agent).
+                if libc::getppid() != agent {
+                    libc::_exit(1);
+                }
                 if let Some(cpus) = &cpus {
                     let mut set: libc::cpu_set_t = std::mem::zeroed();
                     for &c in cpus {

@@ -61,9 +61,10 @@ pub enum StoreError {
     /// No such run.
     #[error("no run {0} in this database (see `benchlab list`)")]
     NoRun(i64),
-    /// A read-only open found a schema older than this benchlab's, which
-    /// it may not migrate.
-    #[error("the database has schema version {found}, older than this benchlab's {known}, and is open read-only: run `benchlab list` on it once to migrate it")]
+    /// A read-only open (`benchlab serve`, or a database that cannot be
+    /// written) found a schema older than this benchlab's, which it may
+    /// not migrate.
+    #[error("the database has schema version {found}, older than this benchlab's {known}, and is open read-only: open it once where it can be written (`benchlab list`) to migrate it")]
     TooOld {
         /// The database's version.
         found: i64,
@@ -112,6 +113,39 @@ impl From<postgres::Error> for StoreError {
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
+
+impl StoreError {
+    /// The database's file system is full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::DiskFull)
+    }
+
+    /// SQLite found the file damaged: not a database, or a malformed one.
+    pub fn is_damaged_database(&self) -> bool {
+        matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
+    }
+}
+
+/// The database's schema version, refused when newer than this benchlab's.
+fn check_version(conn: &rusqlite::Connection) -> Result<i64> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// SQLite refused a write because the file or its file system is
+/// read-only (or, for a WAL database there, could not open it at all).
+fn is_read_only(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen))
+}
 
 /// Migrations, in order; migration `i` brings the schema to version `i+1`.
 /// Written once for both backends: see [`sql::render`] for the tokens.
@@ -497,6 +531,11 @@ impl Store {
     /// Opens (creating if needed) and migrates a store. A path that reads
     /// `postgres://…` or `postgresql://…` is a PostgreSQL URL (see
     /// [`Store::open_target`]); anything else is a SQLite file.
+    ///
+    /// A SQLite database this benchlab cannot write (a read-only file
+    /// system or file) is opened read-only when its schema is current: it
+    /// can be listed, shown and reported, and any write fails with
+    /// SQLite's "readonly database" error.
     pub fn open(path: &Path) -> Result<Store> {
         Store::open_target(&Target::from_path(path))
     }
@@ -509,15 +548,7 @@ impl Store {
     pub fn open_read_only(path: &Path) -> Result<Store> {
         let target = Target::from_path(path);
         let conn = match &target {
-            Target::Sqlite(path) => {
-                use rusqlite::OpenFlags;
-                let conn = rusqlite::Connection::open_with_flags(
-                    path,
-                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )?;
-                conn.busy_timeout(std::time::Duration::from_secs(10))?;
-                Conn::Sqlite(conn)
-            }
+            Target::Sqlite(path) => Conn::Sqlite(sqlite_read_only(path)?),
             #[cfg(feature = "postgres")]
             Target::Postgres(url) => {
                 Conn::Postgres(Box::new(pg::Pg::connect(url, &target.redacted())?))
@@ -564,7 +595,21 @@ impl Store {
             Target::Sqlite(path) => {
                 let mut conn = rusqlite::Connection::open(path)?;
                 conn.busy_timeout(std::time::Duration::from_secs(10))?;
-                conn.pragma_update(None, "journal_mode", "WAL")?;
+                // The version first: a newer database is refused before
+                // anything (not even the journal mode, which rewrites the
+                // header) changes.
+                match check_version(&conn) {
+                    // A WAL database on a read-only file system cannot even
+                    // be read this way (SQLite cannot make its `-shm` file).
+                    Err(StoreError::Sql(e)) if path.exists() && is_read_only(&e) => {
+                        return Store::open_read_only(path)
+                    }
+                    r => r?,
+                };
+                match conn.pragma_update(None, "journal_mode", "WAL") {
+                    Err(e) if is_read_only(&e) => return Store::open_read_only(path),
+                    r => r?,
+                }
                 // FULL: a committed sample survives a power cut, not just a crash.
                 conn.pragma_update(None, "synchronous", "FULL")?;
                 conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -1139,23 +1184,52 @@ impl Store {
     }
 }
 
+/// Opens a SQLite database that cannot (or must not) be written.
+/// `immutable`: a WAL database on a read-only file system has no `-shm`
+/// file and cannot make one, and nobody can write it there either.
+fn sqlite_read_only(path: &Path) -> Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let uri = |extra: &str| {
+        // Percent-encode what a URI would read otherwise.
+        let p = path
+            .display()
+            .to_string()
+            .replace('%', "%25")
+            .replace('?', "%3f")
+            .replace('#', "%23");
+        format!("file:{p}?mode=ro{extra}")
+    };
+    let conn = rusqlite::Connection::open_with_flags(uri(""), flags)?;
+    let conn = match conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
+        Ok(_) => conn,
+        Err(_) => rusqlite::Connection::open_with_flags(uri("&immutable=1"), flags)?,
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
 /// Applies SQLite's migrations up to `upto`, each in its own transaction
 /// with the version it reaches (`PRAGMA user_version`).
 fn migrate_sqlite(conn: &mut rusqlite::Connection, upto: usize) -> Result<()> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            found: version,
-            known: SCHEMA_VERSION,
-        });
-    }
+    let version = check_version(conn)?;
     for (i, sql) in MIGRATIONS
         .iter()
         .enumerate()
         .take(upto)
         .skip(version as usize)
     {
-        let tx = conn.transaction()?;
+        // IMMEDIATE, and the version read again under the write lock: two
+        // controllers opening a new database at once would otherwise both
+        // apply the first migration, and the second fail with "table run
+        // already exists".
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if now > i as i64 {
+            continue;
+        }
         tx.execute_batch(&sql::render(sql, Dialect::Sqlite))?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
         tx.commit()?;

@@ -18,8 +18,9 @@
 //! Cleanup runs on every normal and error path (RAII). A killed agent
 //! cannot run it, so each prepared target also has a *janitor*: a small
 //! `/bin/sh` in its own session whose standard input is a pipe from the
-//! agent. When the agent dies for any reason the pipe closes, and the
-//! janitor unmounts (lazily if busy), detaches and removes what this
+//! agent, started before the target makes anything and told of each thing
+//! as it is made. When the agent dies for any reason the pipe closes, and
+//! the janitor unmounts (lazily if busy), detaches and removes what this
 //! target created. After a normal cleanup the janitor is killed before
 //! it can act. The one case left is the janitor itself being killed (or
 //! the machine losing power): mount points are then recognizable by
@@ -135,18 +136,32 @@ pub struct Prepared {
     done: bool,
 }
 
-/// The janitor's script: waits for its standard input to close (the agent
-/// ended, however), then undoes what the target set up. Arguments: mount
-/// point, loop device, image, work directory (each may be empty).
+/// The janitor's script. It is started before the first thing a target
+/// makes and told each one on its standard input once it exists
+/// (`image PATH`, `mount PATH`, `work PATH`): a target killed while
+/// `mkfs` runs still has a janitor that knows the image. When the input
+/// closes (the agent ended, however) it undoes what it was told, in
+/// reverse: the work directory, the mount, then every loop device backed
+/// by the image (`losetup -j`, so that one attached just before the kill
+/// is found too) and the image.
 const JANITOR: &str = r#"
-read -r _ignored
-[ -n "$4" ] && rm -f -- "$4/iozone.tmp" && rmdir -- "$4" 2>/dev/null
-if [ -n "$1" ]; then
-  umount -- "$1" 2>/dev/null || umount -l -- "$1" 2>/dev/null
-  rmdir -- "$1" 2>/dev/null
+img= mnt= work=
+while read -r key value; do
+  case "$key" in
+    image) img=$value ;;
+    mount) mnt=$value ;;
+    work) work=$value ;;
+  esac
+done
+[ -n "$work" ] && rm -f -- "$work/iozone.tmp" && rmdir -- "$work" 2>/dev/null
+if [ -n "$mnt" ]; then
+  umount -- "$mnt" 2>/dev/null || umount -l -- "$mnt" 2>/dev/null
+  rmdir -- "$mnt" 2>/dev/null
 fi
-[ -n "$2" ] && losetup -d "$2" 2>/dev/null
-[ -n "$3" ] && rm -f -- "$3"
+if [ -n "$img" ]; then
+  for dev in $(losetup -n -O NAME -j "$img" 2>/dev/null); do losetup -d "$dev" 2>/dev/null; done
+  rm -f -- "$img"
+fi
 exit 0
 "#;
 
@@ -174,19 +189,10 @@ impl Prepared {
     }
 
     fn start_janitor(&mut self) {
-        let arg = |p: &Option<PathBuf>| {
-            p.as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        };
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(JANITOR)
             .arg("benchlab-fs-janitor")
-            .arg(arg(&self.mount))
-            .arg(self.loop_dev.clone().unwrap_or_default())
-            .arg(arg(&self.image))
-            .arg(arg(&self.work_dir))
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -203,6 +209,14 @@ impl Prepared {
             if let Some(stdin) = child.stdin.take() {
                 self.janitor = Some((child, stdin));
             }
+        }
+    }
+
+    /// Tells the janitor about something this target just made.
+    fn tell_janitor(&mut self, what: &str, path: &Path) {
+        if let Some((_, stdin)) = self.janitor.as_mut() {
+            let _ = writeln!(stdin, "{what} {}", path.display());
+            let _ = stdin.flush();
         }
     }
 
@@ -318,6 +332,9 @@ pub fn prepare(spec: &TargetSpec) -> Result<Prepared, WorkloadError> {
                     "{tool} is not installed (Debian package {pkg})"
                 )));
             }
+            // Before anything is made: from here on a killed agent leaves
+            // work for the janitor, which is told of each thing made.
+            p.start_janitor();
             let dev: String = match spec.image_size {
                 Some(size) => {
                     // O_EXCL: never overwrite an existing file.
@@ -339,6 +356,7 @@ pub fn prepare(spec: &TargetSpec) -> Result<Prepared, WorkloadError> {
                             }
                         })?;
                     p.image = Some(spec.path.clone());
+                    p.tell_janitor("image", &spec.path);
                     f.set_len(size).map_err(|e| {
                         WorkloadError::io(format!("size image {}", spec.path.display()), e)
                     })?;
@@ -403,8 +421,7 @@ pub fn prepare(spec: &TargetSpec) -> Result<Prepared, WorkloadError> {
                 WorkloadError::io(format!("create mount point {}", mnt.display()), e)
             })?;
             p.mount = Some(mnt.clone());
-            // From here on a killed agent leaves work for the janitor.
-            p.start_janitor();
+            p.tell_janitor("mount", &mnt);
             let mut mount = Command::new("mount");
             mount.args(["-t", fs]);
             if !spec.mount_options.trim().is_empty() {
@@ -435,14 +452,11 @@ pub fn prepare(spec: &TargetSpec) -> Result<Prepared, WorkloadError> {
             WorkloadError::io(format!("create {}", work.display()), e)
         }
     })?;
-    p.work_dir = Some(work);
     if p.janitor.is_none() {
         p.start_janitor();
     }
-    // The janitor holds the other end; nothing is written to it.
-    if let Some((_, stdin)) = p.janitor.as_mut() {
-        let _ = stdin.flush();
-    }
+    p.tell_janitor("work", &work);
+    p.work_dir = Some(work);
     Ok(p)
 }
 
@@ -458,6 +472,50 @@ mod tests {
             mount_options: String::new(),
             image_size: None,
         }
+    }
+
+    /// Issue 14 (found by tests/faults.rs): an agent killed while `mkfs`
+    /// ran left its loop device and image, because the janitor was only
+    /// started once the file system was mounted. Now it knows the image
+    /// as soon as it exists, and detaches whatever loop device it backs.
+    #[test]
+    fn a_janitor_told_only_of_the_image_detaches_its_loop_device() {
+        if !is_root() || !which("losetup") {
+            return benchlab_testkit::missing("root and losetup");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let img = d.path().join("image");
+        let mut p = Prepared {
+            work_dir: None,
+            mount: None,
+            loop_dev: None,
+            image: None,
+            janitor: None,
+            info: TargetInfo::default(),
+            done: true,
+        };
+        p.start_janitor();
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        p.tell_janitor("image", &img);
+        let dev = run(
+            Command::new("losetup").args(["--find", "--show"]).arg(&img),
+            "losetup",
+        )
+        .unwrap();
+        // The agent dies here, as if in mkfs: its end of the pipe closes.
+        let (mut child, stdin) = p.janitor.take().unwrap();
+        drop(stdin);
+        child.wait().unwrap();
+        let name = dev.trim_start_matches("/dev/");
+        let backing = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
+        assert!(
+            !backing.is_ok_and(|b| b.trim() == img.display().to_string()),
+            "{dev} is still attached to the image"
+        );
+        assert!(!img.exists(), "the image is still there");
     }
 
     #[test]
