@@ -80,3 +80,41 @@ fn a_valid_service_table_passes_the_check() {
     let f = s.study("svc.toml", &text);
     s.run_ok(&["check", f.to_str().unwrap()]);
 }
+
+/// A service on a host no workload names is still reached and checked
+/// there before the run (it used to panic looking up the host's address,
+/// which only workload hosts had); no workload uses it, so it is never
+/// started.
+#[test]
+fn a_service_on_a_host_no_workload_names_runs_and_stops() {
+    if benchlab_testkit::find_program("nginx").is_none() {
+        return benchlab_testkit::missing("nginx (scripts/setup.sh installs it)");
+    }
+    let s = Scratch::new();
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let text = HEAD.to_string()
+        + "\n[defaults]\nrepetitions = 1\nquiesce_s = 0\n\
+           \n[[host]]\nname = \"aux\"\nlocal = true\n\
+           \n[[service]]\nname = \"web\"\nkind = \"nginx\"\nhost = \"aux\"\n";
+    let f = s.study("svc.toml", &text);
+    let out = s
+        .benchlab()
+        .env("TMPDIR", &tmp)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Not started (no description stored), and nothing made for it.
+    let db = rusqlite::Connection::open(s.db()).unwrap();
+    let n: i64 = db
+        .query_row("SELECT count(*) FROM service", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -400,6 +400,16 @@ impl Pool {
                 *n = (*n).max(w.servers.len());
             }
         }
+        // A managed service's host is reached even when no workload names
+        // it (its service is still checked, started and stopped there).
+        for c in &study.configurations {
+            for d in c.services.iter().filter(|d| d.address.is_none()) {
+                let r = roles.entry(d.host.clone()).or_default();
+                if !r.contains(&"service") {
+                    r.push("service");
+                }
+            }
+        }
         let mut pool = Pool {
             hosts: study
                 .hosts
@@ -434,7 +444,8 @@ impl Pool {
                 }
             }
             let mut started = Vec::new();
-            if rs.contains(&"server") {
+            // Services are started by the host's server-role agent.
+            if rs.contains(&"server") || rs.contains(&"service") {
                 started.push((Role::Server, 0));
             }
             if rs.contains(&"client") {
