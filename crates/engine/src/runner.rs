@@ -273,6 +273,10 @@ impl From<AgentError> for UnitError {
     }
 }
 
+/// After a failed point, how long a managed server may take to be seen
+/// gone before the clients' own error stands as the point's reason.
+const DEATH_GRACE: Duration = Duration::from_secs(1);
+
 /// A run in progress: everything its repetitions share.
 struct Engine<'a> {
     reg: &'a Registry,
@@ -415,7 +419,12 @@ impl Engine<'_> {
                                 // A server that went down mid-point fails it
                                 // with its own exit reason, whatever the
                                 // clients saw.
-                                match self.svc.died(&mut self.ctx, &targets) {
+                                let died = if r.is_err() {
+                                    self.svc.died_within(&mut self.ctx, &targets, DEATH_GRACE)
+                                } else {
+                                    self.svc.died(&mut self.ctx, &targets)
+                                };
+                                match died {
                                     Some(why) if !matches!(r, Err(UnitError::Interrupted)) => {
                                         Err(UnitError::Failed(why))
                                     }

@@ -364,6 +364,30 @@ impl Services {
     }
 }
 
+impl Services {
+    /// As [`Services::died`], after a failed point: a server killed
+    /// mid-point fails its clients at once, but its process (a wrapper
+    /// script waiting on it, as RabbitMQ's is) may need a moment to end,
+    /// so it is asked again for up to `grace` before it counts as up.
+    pub(crate) fn died_within(
+        &self,
+        ctx: &mut RunCtx<'_>,
+        targets: &[Target],
+        grace: Duration,
+    ) -> Option<String> {
+        let end = Instant::now() + grace;
+        loop {
+            if let Some(why) = self.died(ctx, targets) {
+                return Some(why);
+            }
+            if Instant::now() >= end || targets.iter().all(|t| t.managed_on.is_none()) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// `Ok(None)`: it runs; `Ok(Some(reason))`: it died.
 fn alive(ctx: &mut RunCtx<'_>, host: &str, name: &str) -> Result<Option<String>, String> {
     let agent = ctx
