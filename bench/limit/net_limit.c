@@ -29,7 +29,8 @@
  *   net_limit stream-recv PORT MESSAGE_SIZE        -> "mbps bytes seconds"
  *   net_limit stream-send PORT MESSAGE_SIZE SECONDS
  *   net_limit pp-server tcp|udp PORT SIZE NODELAY
- *   net_limit pp-client tcp|udp PORT SIZE NODELAY SECONDS -> "rtt_half_us iterations"
+ *   net_limit pp-client tcp|udp PORT SIZE NODELAY SECONDS|Nx -> "rtt_half_us iterations"
+ *     (Nx, e.g. 20000x: exactly N round trips instead of a duration)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -42,6 +43,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,10 +123,22 @@ static int tcp_client(int port) {
     return s;
 }
 
+/* send() and recv() as raw system calls: glibc's wrappers are pthread
+ * cancellation points and, in a process with a second thread (the stopper),
+ * bracket each call with two atomic read-modify-writes. benchlab avoids
+ * them the same way (crates/wl-net/src/common.rs), so the limit does too. */
+static inline ssize_t sys_send(int fd, const void *buf, size_t len, int flags) {
+    return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+
+static inline ssize_t sys_recv(int fd, void *buf, size_t len, int flags) {
+    return syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+}
+
 static void send_all(int fd, const char *buf, size_t len) {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        ssize_t n = sys_send(fd, buf + off, len - off, MSG_NOSIGNAL);
         if (n < 0) die("send");
         off += n;
     }
@@ -133,7 +147,7 @@ static void send_all(int fd, const char *buf, size_t len) {
 static int recv_exact(int fd, char *buf, size_t len) {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = recv(fd, buf + off, len - off, MSG_WAITALL);
+        ssize_t n = sys_recv(fd, buf + off, len - off, MSG_WAITALL);
         if (n < 0) die("recv");
         if (n == 0) return 0;
         off += n;
@@ -151,7 +165,7 @@ static int stream_recv(int port, size_t msg) {
     unsigned long long bytes = 0;
     double t0 = now_s();
     for (;;) {
-        ssize_t n = recv(s, buf, rsize, 0);
+        ssize_t n = sys_recv(s, buf, rsize, 0);
         if (n < 0) die("recv");
         if (n == 0) break;
         bytes += n;
@@ -199,16 +213,18 @@ static int pp_server(int tcp, int port, size_t size, int nodelay) {
     if (recvfrom(s, req, size, MSG_PEEK, (struct sockaddr *)&peer, &pl) < 0) die("recvfrom");
     if (connect(s, (struct sockaddr *)&peer, pl) < 0) die("connect");
     for (;;) {
-        ssize_t n = recv(s, req, size, MSG_TRUNC);
+        ssize_t n = sys_recv(s, req, size, MSG_TRUNC);
         if (n < 0) die("recv");
         if ((size_t)n != size) break; /* the end marker: a different length */
-        if (send(s, rsp, size, 0) < 0) die("send");
+        if (sys_send(s, rsp, size, 0) < 0) die("send");
     }
     close(s);
     return 0;
 }
 
-static int pp_client(int tcp, int port, size_t size, int nodelay, double secs) {
+/* secs > 0: run that long; iters > 0 instead: exactly that many round trips. */
+static int pp_client(int tcp, int port, size_t size, int nodelay, double secs,
+                     unsigned long long max_iters) {
     char *req = page_buf(size ? size : 1), *rsp = page_buf(size ? size : 1);
     int s;
     if (tcp) {
@@ -223,18 +239,21 @@ static int pp_client(int tcp, int port, size_t size, int nodelay, double secs) {
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     }
     unsigned long long iters = 0;
-    start_stopper(&secs);
+    if (max_iters == 0) start_stopper(&secs);
+    else max_iters--; /* the loop tests before counting */
     double t0 = now_s();
     if (tcp) {
         while (!stopped()) {
+            if (max_iters && iters > max_iters) break;
             send_all(s, req, size);
             if (!recv_exact(s, rsp, size)) die("server closed");
             iters++;
         }
     } else {
         while (!stopped()) {
-            if (send(s, req, size, 0) < 0) die("send");
-            ssize_t n = recv(s, rsp, size, MSG_TRUNC);
+            if (max_iters && iters > max_iters) break;
+            if (sys_send(s, req, size, 0) < 0) die("send");
+            ssize_t n = sys_recv(s, rsp, size, MSG_TRUNC);
             if (n < 0) die("recv (a lost datagram?)");
             iters++;
         }
@@ -265,9 +284,10 @@ int main(int argc, char **argv) {
                          atoi(argv[5]));
     if (argc >= 7 && !strcmp(argv[1], "pp-client"))
         return pp_client(!strcmp(argv[2], "tcp"), atoi(argv[3]), strtoul(argv[4], NULL, 10),
-                         atoi(argv[5]), atof(argv[6]));
+                         atoi(argv[5]), atof(argv[6]),
+                         strchr(argv[6], 'x') ? strtoull(argv[6], NULL, 10) : 0);
     fprintf(stderr,
             "usage: net_limit stream-recv PORT MESSAGE_SIZE | stream-send PORT MESSAGE_SIZE SECONDS\n"
-            "       | pp-server tcp|udp PORT SIZE NODELAY | pp-client tcp|udp PORT SIZE NODELAY SECONDS\n");
+            "       | pp-server tcp|udp PORT SIZE NODELAY | pp-client tcp|udp PORT SIZE NODELAY SECONDS|Nx\n");
     return 2;
 }
