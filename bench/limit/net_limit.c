@@ -103,6 +103,10 @@ static int tcp_server(int port) {
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(l, (struct sockaddr *)&a, sizeof a) < 0) die("bind");
     if (listen(l, 1) < 0) die("listen");
+    /* accept() honours SO_RCVTIMEO: give up if no client comes (a bench
+     * whose client failed to start must not hang). */
+    struct timeval tv = {30, 0};
+    setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int s = accept(l, NULL, NULL);
     if (s < 0) die("accept");
     close(l);
@@ -209,9 +213,12 @@ static int pp_server(int tcp, int port, size_t size, int nodelay) {
     socklen_t pl = sizeof peer;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) die("bind");
+    struct timeval tv = {30, 0}, off = {0, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     /* As benchlab: learn the client from its first datagram, connect. */
     if (recvfrom(s, req, size, MSG_PEEK, (struct sockaddr *)&peer, &pl) < 0) die("recvfrom");
     if (connect(s, (struct sockaddr *)&peer, pl) < 0) die("connect");
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof off);
     for (;;) {
         ssize_t n = sys_recv(s, req, size, MSG_TRUNC);
         if (n < 0) die("recv");
