@@ -19,39 +19,12 @@ use base64::Engine;
 use common::Scratch;
 use serde_json::{json, Value};
 
-/// A real study, short: net.rr on loopback, client and server on one CPU
-/// vs on two, 4 repetitions interleaved (16 units, about 10 s here: long
-/// enough to be watched while it runs).
-const STUDY: &str = r#"
-[study]
-name = "serve-browser"
-description = "net.rr on loopback: client and server on one CPU vs on two"
-order = "interleaved"
-
-[defaults]
-repetitions = 4
-duration_s = 0.4
-warmup_s = 0.1
-quiesce_s = 0.1
-
-[[configuration]]
-name = "same-cpu"
-description = "server and client share CPU 0"
-server = { cpus = "0" }
-client = { cpus = "0" }
-
-[[configuration]]
-name = "split-cpus"
-description = "server on CPU 0, client on CPU 1"
-server = { cpus = "0" }
-client = { cpus = "1" }
-
-[[workload]]
-name = "rr"
-kind = "net.rr"
-protocol = "tcp"
-request_size = [1, 1024]
-"#;
+/// The shipped demo study (studies/demo.toml: every network workload, client
+/// and server on one CPU vs on two, 3 repetitions interleaved, 72 units),
+/// run for real at a quarter of its durations: long enough to be watched
+/// while it runs.
+const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/studies/demo.toml");
+const DEMO_SCALE: &str = "0.25";
 
 /// Child processes killed (and reaped) when the test ends, however it
 /// ends.
@@ -410,10 +383,9 @@ fn serve_in_a_real_browser() {
     s.run_ok(&["list"]);
     let addr = serve(&s, &mut kids, &[]);
     let base = format!("http://{addr}");
-    let study = s.study("serve.toml", STUDY);
     let mut run = s
         .benchlab()
-        .args(["run", study.to_str().unwrap()])
+        .args(["run", "--scale", DEMO_SCALE, DEMO])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -427,7 +399,7 @@ fn serve_in_a_real_browser() {
     assert_eq!(web.text("#status-1"), "running");
     let progress = web.text("#progress-1");
     assert!(
-        progress.contains("/ 16 units") && progress.contains("left"),
+        progress.contains("/ 72 units") && progress.contains("left"),
         "{progress}"
     );
     web.screenshot(&shots, "runs-running");
@@ -448,7 +420,7 @@ fn serve_in_a_real_browser() {
 
     // A run: the report the HTML renderer writes.
     web.click("#run-1");
-    assert_eq!(web.text("h1"), "serve-browser");
+    assert_eq!(web.text("h1"), "demo");
     let report = web.script("return document.body.innerText;");
     let report = report.as_str().unwrap();
     for part in [
