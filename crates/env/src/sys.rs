@@ -344,14 +344,50 @@ pub fn undo(entry: &Entry) -> Result<String, String> {
                 Ok(format!("{} task(s) moved back", tids.len()))
             }
         }
-        Change::ScratchDir { path } => match fs::remove_dir_all(path) {
-            Ok(()) => Ok("removed".into()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok("already removed".into()),
-            Err(e) => Err(format!("cannot remove {path}: {e}")),
-        },
+        Change::ScratchDir { path } => {
+            // A process that escaped its group from this directory's
+            // environment (RabbitMQ's `epmd -daemon`) goes with it.
+            kill_escaped(Path::new(path));
+            match fs::remove_dir_all(path) {
+                Ok(()) => Ok("removed".into()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok("already removed".into()),
+                Err(e) => Err(format!("cannot remove {path}: {e}")),
+            }
+        }
         Change::ProcessGroup { pgid, start_ticks } => {
             kill_group(*pgid, *start_ticks)?;
             Ok(format!("process group {pgid} stopped"))
+        }
+    }
+}
+
+/// Kills processes that left a service's process group but carry its
+/// scratch directory in their environment (used at a service's stop and
+/// when its scratch directory is restored): RabbitMQ's boot and its epmd
+/// monitor run a fresh `erl` that starts `epmd -daemon`, which detaches
+/// into a session of its own, when the service's own epmd is gone (seen
+/// when the group is stopped mid-boot). Only a process started from the
+/// service's environment has a variable pointing into its scratch
+/// directory, so nothing else is touched.
+pub fn kill_escaped(scratch: &Path) {
+    let needle = format!("={}/", scratch.display());
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let ours = env
+            .split(|&b| b == 0)
+            .any(|v| v.windows(needle.len()).any(|w| w == needle.as_bytes()));
+        if ours && pid != std::process::id() as i32 {
+            // SAFETY: a plain kill(2) of a process started from the
+            // service's environment.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
 }

@@ -244,36 +244,6 @@ fn terminate(pid: i32, exit: &mut Option<String>, grace: Duration) -> bool {
     true
 }
 
-/// Kills processes that left the service's process group but carry its
-/// scratch directory in their environment: RabbitMQ's boot and its epmd
-/// monitor run a fresh `erl` that starts `epmd -daemon`, which detaches
-/// into a session of its own, when the service's own epmd is gone (seen
-/// when the group is stopped mid-boot). Only a process started from the
-/// service's environment has a variable pointing into its scratch
-/// directory, so nothing else is touched.
-fn kill_escaped(scratch: &Path) {
-    let needle = format!("={}/", scratch.display());
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(env) = fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        let ours = env
-            .split(|&b| b == 0)
-            .any(|v| v.windows(needle.len()).any(|w| w == needle.as_bytes()));
-        if ours && pid != std::process::id() as i32 {
-            // SAFETY: a plain kill(2) of a process started from the
-            // service's environment.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-}
-
 /// Removes a directory benchlab made (it holds the marker).
 fn remove_ours(dir: &Path) -> Result<(), String> {
     if !dir.exists() {
@@ -759,7 +729,7 @@ impl Service {
         reap(self.pid, &mut self.exit);
         let died_before = self.exit.is_some();
         let forced = terminate(self.pid, &mut self.exit, self.stop_grace);
-        kill_escaped(&self.scratch);
+        benchlab_env::sys::kill_escaped(&self.scratch);
         let mut problems = Vec::new();
         if !procfs::live_members(self.pid).is_empty() {
             problems.push(format!(
