@@ -269,8 +269,8 @@ impl Workload for FakeClients {
         CLIENTS_METRICS.to_vec()
     }
 
-    fn has_server(&self) -> bool {
-        false
+    fn server_side(&self) -> crate::ServerSide {
+        crate::ServerSide::None
     }
 
     fn clients_axis(&self) -> bool {
@@ -298,17 +298,6 @@ impl Workload for FakeClients {
 
     fn expected_duration(&self, params: &Params) -> Duration {
         Duration::from_secs_f64(params.f64("sleep_s").unwrap_or(0.0))
-    }
-
-    fn serve(
-        &self,
-        _params: &Params,
-        _ctx: &ServerCtx,
-        _ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError> {
-        Err(WorkloadError::Other(
-            "fake.clients has no server side".into(),
-        ))
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {

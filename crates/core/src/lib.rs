@@ -10,6 +10,7 @@
 pub mod cpu;
 pub mod envspec;
 pub mod fake;
+pub mod latency;
 pub mod param;
 pub mod placement;
 pub mod plan;

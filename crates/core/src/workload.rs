@@ -211,17 +211,10 @@ pub trait Workload: Send + Sync + 'static {
     fn measured_window(&self, _params: &Params) -> Option<(Duration, Duration)> {
         None
     }
-    /// Whether the workload has a server side of benchlab's own.
-    fn has_server(&self) -> bool {
-        true
-    }
-    /// What serves the workload's clients.
+    /// What serves the workload's clients: benchlab's own server side
+    /// (the default, [`Workload::serve`]), a managed service, or nothing.
     fn server_side(&self) -> ServerSide {
-        if self.has_server() {
-            ServerSide::Own
-        } else {
-            ServerSide::None
-        }
+        ServerSide::Own
     }
     /// Whether `clients` is a sweep axis of this workload: each point's
     /// clients are spread over the client hosts and started behind a
@@ -263,13 +256,20 @@ pub trait Workload: Send + Sync + 'static {
     /// has already placed it): bind on `ctx.bind`, call `ready` once
     /// with the bound port, serve the client until it is done, and return
     /// the server's result. Blocking calls wake up at least every
-    /// [`ABORT_POLL`] to check `ctx.abort`.
+    /// [`ABORT_POLL`] to check `ctx.abort`. Only a workload whose
+    /// [`Workload::server_side`] is [`ServerSide::Own`] has one; the
+    /// engine never asks the others, and this default refuses.
     fn serve(
         &self,
-        params: &Params,
-        ctx: &ServerCtx,
-        ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError>;
+        _params: &Params,
+        _ctx: &ServerCtx,
+        _ready: &mut dyn FnMut(u16),
+    ) -> Result<SideResult, WorkloadError> {
+        Err(WorkloadError::Other(format!(
+            "{} has no server side of benchlab's own",
+            self.kind()
+        )))
+    }
     /// Runs the client side to completion.
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>;
     /// Derives the metrics from both sides' results.

@@ -45,9 +45,7 @@ use benchlab_core::param::{
     ParamDefault, ParamError, ParamKind, ParamSpec, Params, DURATION, WARMUP,
 };
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec, CLIENTS, CLIENTS_PARAM};
-use benchlab_core::{
-    ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
-};
+use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::loadfile::{LoadFile, ALL_OPS, N_OPS};
 use crate::replay::{self, Replay, ReplayError, Target};
@@ -433,10 +431,6 @@ impl Workload for FileserverLoad {
         Some((s(WARMUP.name), s(DURATION.name)))
     }
 
-    fn has_server(&self) -> bool {
-        false
-    }
-
     fn server_side(&self) -> ServerSide {
         if self.smb {
             ServerSide::Service
@@ -447,15 +441,6 @@ impl Workload for FileserverLoad {
 
     fn clients_axis(&self) -> bool {
         true
-    }
-
-    fn serve(
-        &self,
-        _params: &Params,
-        _ctx: &ServerCtx,
-        _ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError> {
-        Err(self.other("no server side of benchlab's own (it loads a file server or a directory)"))
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
@@ -741,7 +726,7 @@ mod tests {
         s.counters.insert(c::READ_BYTES.into(), 3_000_000);
         s.counters.insert(c::WRITE_BYTES.into(), 1_000_000);
         s.values.insert(c::MEASURE_S.into(), 2.0);
-        let mut lat = crate::latency::Latency::new();
+        let mut lat = crate::latency::Latency::with_digits(crate::latency::DIGITS);
         lat.record(2_000_000);
         s.histograms.insert("latency_readx".into(), lat.data());
         let m = derive(&s, None).unwrap();

@@ -128,7 +128,9 @@ impl Tally {
             write_bytes: 0,
             read_moved: 0,
             write_moved: 0,
-            latency: (0..N_OPS).map(|_| Latency::new()).collect(),
+            latency: (0..N_OPS)
+                .map(|_| Latency::with_digits(crate::latency::DIGITS))
+                .collect(),
             passes: 0,
             first_error: None,
             cpu_s: 0.0,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec};
 use benchlab_core::{
-    Better, ClientCtx, Combine, MatrixSummary, MetricSpec, Params, Sample, ServerCtx, SideResult,
+    Better, ClientCtx, Combine, MatrixSummary, MetricSpec, Params, Sample, ServerSide, SideResult,
     ViewSpec, Workload, WorkloadError,
 };
 
@@ -436,17 +436,8 @@ impl Workload for FsMatrix {
         Duration::from_secs_f64(15.0 * file / bytes_per_s + if mkfs { 3.0 } else { 0.2 })
     }
 
-    fn has_server(&self) -> bool {
-        false
-    }
-
-    fn serve(
-        &self,
-        _params: &Params,
-        _ctx: &ServerCtx,
-        _ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError> {
-        Err(WorkloadError::Other("fs.matrix has no server side".into()))
+    fn server_side(&self) -> ServerSide {
+        ServerSide::None
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {

@@ -41,9 +41,7 @@ use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::{LatencyRecorder, Series};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
-use benchlab_core::{
-    ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
-};
+use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::amqp::{Connection, Login};
 use crate::common::{self, PASSWORD_ENV, TIMEOUT, USER, VHOST};
@@ -497,23 +495,8 @@ impl Workload for MqLatency {
         Duration::from_secs_f64(s + 0.5)
     }
 
-    fn has_server(&self) -> bool {
-        false
-    }
-
     fn server_side(&self) -> ServerSide {
         ServerSide::Service
-    }
-
-    fn serve(
-        &self,
-        _params: &Params,
-        _ctx: &ServerCtx,
-        _ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError> {
-        Err(WorkloadError::Other(format!(
-            "{KIND} has no server side of benchlab's own: it drives a broker"
-        )))
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {

@@ -66,9 +66,7 @@ use std::time::{Duration, Instant};
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
-use benchlab_core::{
-    ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
-};
+use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::amqp::{AmqpError, Connection, Login};
 use crate::common::{self, mean_sd, PASSWORD_ENV, TIMEOUT, USER, VHOST};
@@ -856,23 +854,8 @@ impl Workload for MqThroughput {
         Duration::from_secs_f64(t + 1.0)
     }
 
-    fn has_server(&self) -> bool {
-        false
-    }
-
     fn server_side(&self) -> ServerSide {
         ServerSide::Service
-    }
-
-    fn serve(
-        &self,
-        _params: &Params,
-        _ctx: &ServerCtx,
-        _ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError> {
-        Err(WorkloadError::Other(format!(
-            "{KIND} has no server side of benchlab's own: it drives a broker"
-        )))
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {

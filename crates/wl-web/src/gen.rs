@@ -58,7 +58,7 @@ use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::CpuUsage;
 
 use crate::http::{Progress, Response};
-use crate::latency::Latency;
+use benchlab_core::latency::Latency;
 
 /// One URL the generator requests.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,15 +6,13 @@
 //! - [`gen`]: the load generator (epoll, closed and open loop);
 //! - [`http`]: the response parser it uses;
 //! - [`fileset`]: the SPECweb96 file set, generated into the server's
-//!   document root and removed afterwards, or a URL list;
-//! - [`latency`]: the mergeable latency recorder.
+//!   document root and removed afterwards, or a URL list.
 
 #![warn(missing_docs)]
 
 pub mod fileset;
 pub mod gen;
 pub mod http;
-pub mod latency;
 pub mod load;
 
 pub use load::{WebLoad, LOAD};

@@ -42,9 +42,7 @@ use benchlab_core::param::{
     ParamDefault, ParamError, ParamKind, ParamSpec, Params, DURATION, WARMUP,
 };
 use benchlab_core::shape::{Combine, ServerSide, ServiceInfo, ViewSpec, CLIENTS, CLIENTS_PARAM};
-use benchlab_core::{
-    ClientCtx, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
-};
+use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::fileset::{read_url_list, FileSet};
 use crate::gen::{run, HttpVersion, LoadError, LoadResult, LoadSpec, Pace, Target};
@@ -405,10 +403,6 @@ impl Workload for WebLoad {
         Some((s(WARMUP.name), s(DURATION.name)))
     }
 
-    fn has_server(&self) -> bool {
-        false
-    }
-
     fn server_side(&self) -> ServerSide {
         ServerSide::Service
     }
@@ -436,17 +430,6 @@ impl Workload for WebLoad {
             .generate(root, cfg.seed)
             .map_err(|e| WorkloadError::io(format!("{KIND}: generating the file set"), e))?;
         Ok(m.removal_list())
-    }
-
-    fn serve(
-        &self,
-        _params: &Params,
-        _ctx: &ServerCtx,
-        _ready: &mut dyn FnMut(u16),
-    ) -> Result<SideResult, WorkloadError> {
-        Err(WorkloadError::Other(format!(
-            "{KIND} has no server side of benchlab's own: it loads a service"
-        )))
     }
 
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
@@ -711,7 +694,7 @@ mod tests {
         s.counters.insert(c::SCHEDULED.into(), 100);
         s.counters.insert(c::SCHED_SENT.into(), 100);
         s.counters.insert(c::RESPONSES.into(), 100);
-        let mut lat = crate::latency::Latency::new();
+        let mut lat = benchlab_core::latency::Latency::new();
         lat.record(1_000_000);
         s.histograms.insert(c::LATENCY.into(), lat.data());
         let m = derive(&s, None).unwrap();
