@@ -402,6 +402,14 @@ fn rabbitmq_argv(
         ("RABBITMQ_NODE_IP_ADDRESS", q(bind)),
         ("RABBITMQ_NODE_PORT", q(&vars["port"])),
         ("RABBITMQ_DIST_PORT", q(dist)),
+        // Makes Debian's `rabbitmq-server` script `exec` the Erlang VM
+        // instead of running it in the background behind `wait || true`:
+        // the service's process is then the VM itself, so a killed broker
+        // reads "killed by signal 9", not "exited with code 0". The script
+        // reads this variable for that choice only (RabbitMQ 3.10's
+        // `sbin/rabbitmq-server`); `-noinput` stays, and SIGTERM still
+        // stops the VM gracefully.
+        ("RUNNING_UNDER_SYSTEMD", "true".into()),
         ("ERL_EPMD_ADDRESS", q(bind)),
         ("ERL_EPMD_PORT", q(epmd)),
         (
