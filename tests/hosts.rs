@@ -918,11 +918,12 @@ fn a_relayed_delay_shows_up_in_the_fastest_web_request() {
         )
     };
     let mut fastest = Vec::new();
+    let mut holds = Vec::new();
     for (i, delay_ms) in [0.0, 5.0].into_iter().enumerate() {
         let r = relay(&bed, "mid", "0.0.0.0:8099", "10.235.0.1:8099", delay_ms);
         let file = study(&format!("web-delay{i}"));
         let out = s.run(&["run", file.to_str().unwrap()]);
-        stop_relay(r);
+        holds.push(stop_relay(r));
         assert!(
             out.status.success(),
             "{}",
@@ -936,15 +937,27 @@ fn a_relayed_delay_shows_up_in_the_fastest_web_request() {
     let _ = server.wait();
     let d_us: f64 = 5000.0;
     let rise = fastest[1] - fastest[0];
-    let tolerance = (0.02 * 2.0 * d_us).max(50.0);
+    // The relay's own record of what it held each way is the ground
+    // truth: on a loaded machine its 5 ms sleeps overshoot (a fresh CI run
+    // saw the fastest request rise 10,200.3 µs, 0.3 µs past a fixed 2 %
+    // band), and that overshoot is the path's, not a measuring error. The
+    // fastest request held at least both minimum holds, and no more than
+    // both median holds plus the forwarding of one request and response.
+    let hold = |dir: &str, q: &str| holds[1]["tcp"][dir][q].as_f64().unwrap() / 1000.0;
+    let floor = hold("to_upstream", "hold_min_ns") + hold("to_client", "hold_min_ns");
+    let typical = hold("to_upstream", "hold_p50_ns") + hold("to_client", "hold_p50_ns");
     eprintln!(
-        "web.load fastest request {:.1} µs, through a {d_us} µs relay {:.1} µs: rose {rise:.1} µs (imposed {:.0} µs)",
+        "web.load fastest request {:.1} µs, through a {d_us} µs relay {:.1} µs: rose {rise:.1} µs (imposed {:.0} µs; the relay held {floor:.1} µs at least, {typical:.1} µs typically)",
         fastest[0],
         fastest[1],
         2.0 * d_us
     );
     assert!(
-        (rise - 2.0 * d_us).abs() <= tolerance,
-        "the fastest request rose {rise} µs for 2×{d_us} µs"
+        floor >= 2.0 * d_us,
+        "the relay held less than asked: {floor} µs"
+    );
+    assert!(
+        rise >= floor - 50.0 && rise <= typical + 200.0,
+        "the fastest request rose {rise} µs; the relay held {floor} µs at least, {typical} µs typically"
     );
 }
