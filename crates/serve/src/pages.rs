@@ -182,17 +182,17 @@ fn runs_page(store: &Store, source: &dyn Source) -> Result<Response, Fail> {
         );
     }
     o.push_str("<table id=\"runs\"><tr><th>run</th><th class=\"l\">study</th><th class=\"l\">status</th><th class=\"l\">configurations</th><th class=\"l\">hosts</th><th class=\"l\">started</th><th class=\"l\">ended</th><th class=\"l\">progress</th></tr>\n");
+    // Two queries for the whole list, not two per run.
+    let mut config_names = store.configuration_names()?;
+    let mut host_names = store.host_names()?;
     for run in &runs {
         let line = run_line(run, store, source);
-        let configs: Vec<String> = store
-            .configurations(run.id)?
+        let configs = config_names.remove(&run.id).unwrap_or_default();
+        let hosts: Vec<String> = host_names
+            .remove(&run.id)
+            .unwrap_or_default()
             .into_iter()
-            .map(|c| c.name)
-            .collect();
-        let hosts: Vec<String> = store
-            .hosts(run.id)?
-            .into_iter()
-            .map(|h| format!("{} ({})", h.name, h.roles))
+            .map(|(name, roles)| format!("{name} ({roles})"))
             .collect();
         let _ = writeln!(
             o,
@@ -528,15 +528,16 @@ fn picked_hosts(req: &Request, store: &Store) -> Result<Vec<HostRow>, Fail> {
 
 fn hosts_page(req: &Request, store: &Store) -> Result<Response, Fail> {
     let mut options = Vec::new();
+    let mut host_names = store.host_names()?;
     for run in store.runs()? {
         options.push((
             run.id.to_string(),
             format!("run {}: every host ({})", run.id, run.study_name),
         ));
-        for h in store.hosts(run.id)? {
+        for (name, roles) in host_names.remove(&run.id).unwrap_or_default() {
             options.push((
-                format!("{}:{}", run.id, h.name),
-                format!("run {}: {} ({})", run.id, h.name, h.roles),
+                format!("{}:{}", run.id, name),
+                format!("run {}: {} ({})", run.id, name, roles),
             ));
         }
     }

@@ -16,6 +16,7 @@
 //! collide. [`Store::copy_run`] moves a run between stores exactly.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use base64::Engine;
@@ -495,7 +496,7 @@ pub struct SampleRow {
     /// End, RFC 3339.
     pub ended_at: String,
     /// Metrics (empty unless ok).
-    pub metrics: std::collections::BTreeMap<String, f64>,
+    pub metrics: BTreeMap<String, f64>,
 }
 
 /// Which backend a store runs on.
@@ -1026,6 +1027,37 @@ impl Store {
             })
         })
         .collect()
+    }
+
+    /// Every run's configuration names, by run, in index order: one
+    /// query for a whole runs list (`configurations` per run also reads
+    /// and parses every configuration's spec).
+    pub fn configuration_names(&self) -> Result<BTreeMap<i64, Vec<String>>> {
+        let mut out: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for r in self.query(
+            "SELECT run_id, name FROM configuration ORDER BY run_id, idx",
+            &[],
+        )? {
+            out.entry(r.int(0)?).or_default().push(r.text(1)?);
+        }
+        Ok(out)
+    }
+
+    /// Every run's hosts as (name, roles), by run, in name order: one
+    /// query for a whole runs list or host picker, without reading the
+    /// inventories (`hosts` per run reads and parses each one; at 1,000
+    /// runs that made the list slow).
+    pub fn host_names(&self) -> Result<BTreeMap<i64, Vec<(String, String)>>> {
+        let mut out: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
+        for r in self.query(
+            "SELECT run_id, name, roles FROM host ORDER BY run_id, name",
+            &[],
+        )? {
+            out.entry(r.int(0)?)
+                .or_default()
+                .push((r.text(1)?, r.text(2)?));
+        }
+        Ok(out)
     }
 
     /// A run's hosts.

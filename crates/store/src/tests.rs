@@ -325,6 +325,16 @@ both! {
             )
             .unwrap();
         assert_eq!(store.hosts(run).unwrap()[0].roles, "sut");
+        // The light listings agree with the full rows, run by run.
+        let names = store.host_names().unwrap();
+        assert_eq!(names[&run], vec![("local".to_string(), "sut".to_string())]);
+        assert_eq!(
+            names.get(&first).map_or(0, Vec::len),
+            store.hosts(first).unwrap().len()
+        );
+        let cnames = store.configuration_names().unwrap();
+        let full: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+        assert_eq!(cnames[&run], full);
         // A plan is kept, not replaced.
         store.set_plan(run, 9, "other").unwrap();
         assert_eq!(store.plan(run).unwrap().as_deref(), Some("{\"plan\":true}"));
