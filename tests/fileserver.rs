@@ -546,6 +546,100 @@ fn bad_input_is_named() {
     assert_nothing_left(&s);
 }
 
+/// What a path is, to the byte: its kind, owner, mode and modification
+/// time, and for a directory every entry with its content.
+fn snapshot(p: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    let mut out = format!(
+        "{:?} {}:{} {:o} {}.{}",
+        m.file_type(),
+        m.uid(),
+        m.gid(),
+        m.mode(),
+        m.mtime(),
+        m.mtime_nsec()
+    );
+    if m.is_dir() {
+        let mut names: Vec<PathBuf> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for n in names {
+            out.push_str(&format!(
+                "\n{} {:?} {}",
+                n.display(),
+                std::fs::read(&n).ok(),
+                snapshot(&n)
+            ));
+        }
+    } else if m.is_file() {
+        out.push_str(&format!(" {:?}", std::fs::read(p).unwrap()));
+    }
+    out
+}
+
+/// Issue 12: a share path (the samba service's `document_root`) that
+/// exists and is not benchlab's — a directory of someone's files, a plain
+/// file, a symbolic link even to a directory benchlab marked — stops the
+/// run before anything starts, naming the study file, the key and what is
+/// allowed. Nothing is started, stored, written, re-owned or deleted.
+#[test]
+fn a_share_path_that_is_not_benchlabs_is_refused_before_anything_starts() {
+    if smbd_missing() {
+        return;
+    }
+    let s = scratch();
+    let theirs = s.path("their-share");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("keep.txt"), "someone's file\n").unwrap();
+    // A mode smbd's start would change (it gives the share to www-data).
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let file = s.path("a-file");
+    std::fs::write(&file, "not a directory\n").unwrap();
+    let marked = s.path("marked");
+    std::fs::create_dir(&marked).unwrap();
+    std::fs::write(marked.join(benchlab_service::MARKER), "").unwrap();
+    let link = s.path("link-to-marked");
+    std::os::unix::fs::symlink(&marked, &link).unwrap();
+    for path in [&theirs, &file, &link] {
+        let before = (snapshot(path), snapshot(&marked));
+        let f = study_with(
+            &s,
+            "duration_s = 0.3",
+            &format!("document_root = \"{}\"", path.display()),
+            &format!("{}clients = 1", mix_keys(&s)),
+        );
+        let out = command(&s)
+            .args(["run", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        for want in [
+            format!("{}: configuration `samba`", f.display()),
+            format!(
+                "service `files`: document_root {} exists and was not created by benchlab",
+                path.display()
+            ),
+            "name a path that does not exist yet".into(),
+            "or leave document_root out".into(),
+        ] {
+            assert!(err.contains(&want), "want `{want}` in:\n{err}");
+        }
+        assert_eq!((snapshot(path), snapshot(&marked)), before);
+        // Nothing started or stored: no run, no smbd, no scratch, no
+        // journal.
+        let runs: i64 = rusqlite::Connection::open(s.db())
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM run", [], |r| r.get(0))
+            .unwrap_or(0);
+        assert_eq!(runs, 0);
+        assert_nothing_left(&s);
+    }
+}
+
 /// A test bed of network namespaces, removed when the test ends.
 struct Bed {
     name: String,

@@ -93,7 +93,9 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
                 continue;
             }
             checked.push(&decl.spec);
-            let within = || format!("configuration `{}`", c.name);
+            // The study file first: the agent's error names the service
+            // and its key, not where they were written.
+            let within = || format!("{}: configuration `{}`", study.file, c.name);
             let plan = plan_of(decl, study, pool).with_context(within)?;
             let agent = pool
                 .agent(&decl.host, Role::Server, 0)

@@ -7,6 +7,11 @@
 //! run. A [`Session`] is one configuration applied on one host: made by
 //! [`Session::apply`], told when points start and end (the background
 //! load restarts at every point), and ended by [`Session::revert`].
+//!
+//! [`target`] makes and removes scratch file systems (an image on a loop
+//! device, or a block device, formatted and mounted), with a janitor that
+//! undoes them if the process dies: fs.matrix's targets and a Samba
+//! share's `document_fs`.
 
 pub mod journal;
 pub mod load;
@@ -14,6 +19,7 @@ pub mod profile;
 pub mod session;
 pub mod shield;
 pub mod sys;
+pub mod target;
 
 pub use session::{restore_all, ChangeReport, ChangeStatus, LoadUsage, Session, SessionSpec};
 

@@ -93,7 +93,7 @@ pub enum ServiceError {
         port: u16,
     },
     /// A directory exists that benchlab did not create.
-    #[error("service `{service}`: {key} {path} exists and was not created by benchlab (no {MARKER} in it): benchlab never writes into or deletes what it did not create; name a path that does not exist yet")]
+    #[error("service `{service}`: {key} {path} exists and was not created by benchlab (no {MARKER} in it): benchlab never writes into or deletes what it did not create; name a path that does not exist yet (benchlab makes it and removes it when the service stops), a directory benchlab made (holding {MARKER}), or leave {key} out (benchlab makes one in its scratch directory)")]
     NotOurs {
         /// The service's name.
         service: String,

@@ -143,7 +143,7 @@ pub struct Service {
     journal: Option<Journal>,
     secrets: Vec<String>,
     stop_grace: Duration,
-    fs: Option<benchlab_wl_fs::target::Prepared>,
+    fs: Option<benchlab_env::target::Prepared>,
 }
 
 /// A test hook: with `BENCHLAB_TEST_SERVICE_PAUSE=<step>`, a start stops
@@ -307,13 +307,14 @@ struct Partial {
     /// `testparm -s`), shown instead of the rendered template.
     effective_config: Option<String>,
     /// The document root's file system, when benchlab made one.
-    fs: Option<benchlab_wl_fs::target::Prepared>,
+    fs: Option<benchlab_env::target::Prepared>,
 }
 
 /// Unmounts and removes a document root's file system: its contents
 /// first (everything on it was written for benchlab: the file system is
-/// benchlab's own, formatted at start), then fs.matrix's cleanup.
-fn remove_fs(fs: benchlab_wl_fs::target::Prepared) -> Result<(), String> {
+/// benchlab's own, formatted at start), then the target's cleanup
+/// (`benchlab_env::target`).
+fn remove_fs(fs: benchlab_env::target::Prepared) -> Result<(), String> {
     let dir = fs.work_dir().to_path_buf();
     if let Ok(entries) = fs::read_dir(&dir) {
         for e in entries.flatten() {
@@ -397,23 +398,23 @@ impl Partial {
     }
 
     /// Makes the document root's file system (an image in the scratch
-    /// directory, formatted and mounted by fs.matrix's target code, whose
-    /// janitor undoes it if this process dies) and links the document
-    /// root to it.
+    /// directory, formatted and mounted by env's target code, as
+    /// fs.matrix's targets are, whose janitor undoes it if this process
+    /// dies) and links the document root to it.
     fn make_fs(
         &mut self,
         spec: &crate::spec::DocumentFs,
         scratch: &Path,
         root: &Path,
     ) -> Result<(), ServiceError> {
-        let target = benchlab_wl_fs::target::TargetSpec {
+        let target = benchlab_env::target::TargetSpec {
             path: scratch.join("document.img"),
             mkfs: Some(spec.mkfs.clone()),
             mkfs_options: spec.mkfs_options.clone(),
             mount_options: spec.mount_options.clone(),
             image_size: Some(spec.image_size),
         };
-        let made = benchlab_wl_fs::target::prepare(&target).map_err(|e| ServiceError::Spec {
+        let made = benchlab_env::target::prepare(&target).map_err(|e| ServiceError::Spec {
             service: self.name.clone(),
             key: "document_fs".into(),
             message: e.to_string(),

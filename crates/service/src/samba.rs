@@ -18,6 +18,8 @@
 //!   argument list, a file of benchlab's or the store.
 //! - **Share**: the document root, owned by that user so that the
 //!   clients' files are created as it.
+//! - **Readiness**: an SMB negotiate request answered with a valid SMB1
+//!   or SMB2 negotiate response ([`Probe::Smb`]), whatever `probe` said.
 //! - **Appendix**: the configuration recorded is `testparm -s`'s, the
 //!   effective smb.conf with every default smbd resolved.
 
@@ -49,10 +51,10 @@ pub(crate) fn validate(spec: &ServiceSpec) -> Result<(), (String, String)> {
             ),
         ));
     }
-    if spec.probe != Probe::Tcp {
+    if !matches!(spec.probe, Probe::Tcp | Probe::Smb) {
         return Err((
             "probe".into(),
-            "kind = \"samba\" is probed over TCP (probe = \"tcp\"); it does not speak HTTP".into(),
+            "kind = \"samba\" is probed with an SMB negotiate request (probe = \"smb\", its default; \"tcp\" is taken as \"smb\"); it speaks neither HTTP nor AMQP".into(),
         ));
     }
     Ok(())
@@ -182,6 +184,8 @@ mod tests {
         let s = spec("name='files'\nkind='samba'\nsecrets={password={env='PW'}}");
         let plan = s.plan(Path::new("/")).unwrap();
         assert_eq!(plan.template.unwrap().origin, "services/smb.conf");
+        // The default TCP probe becomes the SMB negotiate.
+        assert_eq!(plan.spec.probe, Probe::Smb);
         let s = spec("name='f'\nkind='samba'\nsecrets={password={env='PW'}}\nprobe={http='/'}");
         assert!(s.validate().unwrap_err().to_string().contains("probe"));
     }

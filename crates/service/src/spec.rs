@@ -145,6 +145,11 @@ pub enum Probe {
     /// The server answers the AMQP 0-9-1 protocol header with
     /// `connection.start` (`probe = "amqp"`): a broker past its boot.
     Amqp,
+    /// The server answers an SMB negotiate request with a valid SMB1 or
+    /// SMB2 negotiate response (`probe = "smb"`): a file server whose
+    /// protocol engine is up, not just its socket. `kind = "samba"` is
+    /// always probed so.
+    Smb,
 }
 
 /// Where a secret comes from; resolved on the service's host when the
@@ -541,6 +546,11 @@ impl ServiceSpec {
             }
         }
         spec.validate()?;
+        // A listening socket is not a serving smbd: Samba is probed with
+        // an SMB negotiate whatever the (default) probe said.
+        if spec.kind == ServiceKind::Samba {
+            spec.probe = Probe::Smb;
+        }
         let template = match spec.config.as_deref().or(spec.kind.default_template()) {
             None => None,
             Some(name) => Some(match SHIPPED.iter().find(|(n, _)| *n == name) {

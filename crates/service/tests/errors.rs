@@ -89,7 +89,7 @@ fn a_document_root_benchlab_did_not_make_is_refused_and_left_alone() {
     assert_eq!(
         e,
         format!(
-            "service `web`: document_root {} exists and was not created by benchlab (no {MARKER} in it): benchlab never writes into or deletes what it did not create; name a path that does not exist yet",
+            "service `web`: document_root {} exists and was not created by benchlab (no {MARKER} in it): benchlab never writes into or deletes what it did not create; name a path that does not exist yet (benchlab makes it and removes it when the service stops), a directory benchlab made (holding {MARKER}), or leave document_root out (benchlab makes one in its scratch directory)",
             theirs.path().display()
         )
     );

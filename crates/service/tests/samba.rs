@@ -73,6 +73,8 @@ fn smbd_serves_its_share_to_the_test_user_and_stops_clean() {
     );
     assert!(!config.contains(PW));
     assert!(desc.argv.contains(&"--no-process-group".to_string()));
+    // Judged ready by its SMB negotiate answer, not by a connect.
+    assert_eq!(desc.probe, benchlab_service::Probe::Smb);
 
     // Written through SMB, seen on disk in the share.
     let local = d.base.path().join("upload.bin");
@@ -220,4 +222,100 @@ fn a_bad_document_fs_is_named() {
         "document_root = \"/srv/x\"\ndocument_fs = { mkfs = \"ext4\", image_size = \"64MiB\" }",
     );
     assert!(e.contains("not both"), "{e}");
+}
+
+/// A listener that is not SMB — Python's socket server answering like an
+/// HTTP server, or closing without a word — accepts connections, so a TCP
+/// probe would call it ready; the SMB probe does not, and the start's
+/// error says why.
+#[test]
+fn a_listener_that_is_not_smb_is_not_judged_ready() {
+    require("python3", "python3");
+    const LISTENER: &str = "import socket, sys\n\
+        s = socket.socket()\n\
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind((sys.argv[1], int(sys.argv[2])))\n\
+        s.listen(16)\n\
+        while True:\n\
+        \x20   c, _ = s.accept()\n\
+        \x20   c.recv(4096)\n\
+        \x20   if sys.argv[3] == 'http':\n\
+        \x20       c.sendall(b'HTTP/1.0 400 Bad Request\\r\\n\\r\\n')\n\
+        \x20   c.close()\n";
+    for (mode, says) in [
+        ("http", "not an SMB server: its answer to an SMB negotiate request begins [48, 54, 54, 50] (\"HTTP\")"),
+        ("close", "the server closed the connection without answering the SMB negotiate request"),
+    ] {
+        let d = Dirs::new();
+        // 5 s: python3 (behind pyenv's shim here) took over 1 s to listen
+        // on a loaded machine, and a refused connect is another error.
+        let p = plan(&format!(
+            "name = \"fake\"\nkind = \"command\"\nprobe = \"smb\"\nready_timeout_s = 5\n\
+             argv = ['python3', '-c', '''{LISTENER}''', '{{{{bind}}}}', '{{{{port}}}}', '{mode}']"
+        ));
+        let e = match Service::start(&p, &d.opts()) {
+            Ok(s) => panic!("{mode}: a non-SMB listener was judged ready: {}", s.name()),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with("service `fake`: ") && e.contains("did not become ready within 5 s"),
+            "{e}"
+        );
+        assert!(e.contains(&format!("(last probe: {says}")), "{mode}: {e}");
+        d.assert_nothing_left(None);
+    }
+}
+
+/// The probe's other path: an smbd that speaks only SMB1 (`server max
+/// protocol = NT1`) answers in SMB1, choosing NT LM 0.12, and is ready;
+/// the share then serves an SMB1 client.
+#[test]
+fn an_smb1_only_smbd_is_judged_ready_too() {
+    require_root();
+    require("smbd", "samba");
+    require("smbclient", "smbclient");
+    std::env::set_var(PW_VAR, PW);
+    let study = tempfile::tempdir().unwrap();
+    let shipped = benchlab_service::spec::SHIPPED
+        .iter()
+        .find(|(n, _)| *n == "smb")
+        .unwrap()
+        .1;
+    let text = shipped.replace(
+        "    server min protocol = NT1\n",
+        "    server min protocol = NT1\n    server max protocol = NT1\n",
+    );
+    assert_ne!(text, shipped);
+    std::fs::write(study.path().join("smb1.conf"), text).unwrap();
+    let d = Dirs::new();
+    let p = plan_in(
+        &format!(
+            "name = \"files\"\nkind = \"samba\"\nconfig = \"smb1.conf\"\nsecrets = {{ password = {{ env = \"{PW_VAR}\" }} }}"
+        ),
+        study.path(),
+    );
+    let svc = Service::start(&p, &d.opts()).unwrap();
+    assert!(svc
+        .description()
+        .config
+        .as_deref()
+        .unwrap()
+        .contains("server max protocol = NT1"));
+    let out = Command::new("smbclient")
+        .arg(format!("//{}/bench", svc.address().ip()))
+        .args(["-p", &svc.address().port().to_string()])
+        .args(["-U", &format!("www-data%{PW}")])
+        .args(["-m", "NT1", "--option=client min protocol=NT1"])
+        .args(["-s", "/dev/null", "-c", "ls"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pgid = svc.pgid();
+    svc.stop().unwrap();
+    d.assert_nothing_left(Some(pgid));
 }

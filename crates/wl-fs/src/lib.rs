@@ -12,9 +12,9 @@
 //!
 //! The file lives in a directory benchlab creates, or on an ext4/XFS file
 //! system benchlab makes on an image file or a device, mounts and removes
-//! for each point ([`target`]). Modules: [`pattern`] (the patterns and
-//! their offset sequences as pure functions), [`io`] (the measured loops),
-//! [`cgroup`], [`target`], [`matrix`] (the workload).
+//! for each point (`benchlab_env::target`). Modules: [`pattern`] (the
+//! patterns and their offset sequences as pure functions), [`io`] (the
+//! measured loops), [`cgroup`], [`matrix`] (the workload).
 
 #![warn(missing_docs)]
 
@@ -22,7 +22,6 @@ pub mod cgroup;
 pub mod io;
 pub mod matrix;
 pub mod pattern;
-pub mod target;
 
 pub use matrix::{FsMatrix, MATRIX};
 pub use pattern::Pattern;

@@ -15,7 +15,7 @@ use benchlab_core::{
 use crate::cgroup::{MemCgroup, Version};
 use crate::io::{run_cell, CellSpec, ALIGN};
 use crate::pattern::{parse_patterns, Pattern};
-use crate::target::{prepare, TargetSpec, MKFS_CHOICES};
+use benchlab_env::target::{prepare, TargetSpec, MKFS_CHOICES};
 
 /// The workload.
 pub struct FsMatrix;

@@ -1,5 +1,6 @@
 //! Where a cell's file lives, and the scratch file systems benchlab makes
-//! for it.
+//! for it: fs.matrix's targets, also used for a Samba share's
+//! `document_fs` (the service's files go into the work directory).
 //!
 //! - A directory: benchlab creates its own subdirectory
 //!   [`WORK_DIR`] in it, refuses to run when that name already exists
