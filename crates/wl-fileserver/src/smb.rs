@@ -32,8 +32,8 @@
 //!
 //! `bench/fileserver-callgrind` (one SMB1 client, 19 s, the trace's first
 //! 4850 lines looped; callgrind, so independent of the machine's load):
-//! benchlab's replay loop took 12.3 M instructions per MB against
-//! nbench's 6.5 M (× 1.88; an earlier run by hand: 12.2 M against 6.8 M).
+//! benchlab's replay loop took 12.2–12.7 M instructions per MB against
+//! nbench's 6.5–6.8 M (× 1.81–1.93 over three runs).
 //! benchlab's own code — the loop, its two clock reads, the histogram,
 //! the auth callback — is at most 0.35 % of it (≈ 415 instructions per
 //! operation of ≈ 119 000); the rest is libsmbclient and the Samba
