@@ -22,9 +22,36 @@
 //! workload on hosts without it, and a missing library is a clear error
 //! naming the Debian package (`libsmbclient`).
 //!
-//! libsmbclient has no byte-range lock and no flush call: `LockX`,
-//! `UnlockX` and `Flush` lines are counted as *unsupported* (per type)
-//! over SMB, never as done.
+//! libsmbclient has no byte-range lock and no flush call (checked in
+//! Debian 12's `libsmbclient.h`, Samba 4.17.12: no lock, flush or fsync
+//! entry point; its only locking words are `smbc_thread_impl`'s mutex
+//! hooks): `LockX`, `UnlockX` and `Flush` lines are counted as
+//! *unsupported* (per type) over SMB, never as done.
+//!
+//! # Where the client's instructions go
+//!
+//! `bench/fileserver-callgrind` (one SMB1 client, 19 s, the trace's first
+//! 4850 lines looped; callgrind, so independent of the machine's load):
+//! benchlab's replay loop took 12.2–12.7 M instructions per MB against
+//! nbench's 6.5–6.8 M (× 1.81–1.93 over three runs).
+//! benchlab's own code — the loop, its two clock reads, the histogram,
+//! the auth callback — is at most 0.35 % of it (≈ 415 instructions per
+//! operation of ≈ 119 000); the rest is libsmbclient and the Samba
+//! libraries below it. Over half of the loop is one libsmbclient routine:
+//! every path-based call (open, stat, opendir, unlink, rename, utimes,
+//! statvfs; ≈ 2 300 per pass of those lines) parses its URL and looks its
+//! server up, and *both* steps call `smbc_set_credentials_with_fallback`,
+//! which reloads the credentials from the loaded configuration by a
+//! linear, case-insensitive search of Samba's parameter table
+//! (`lpcfg_map_parameter`/`strwicmp`): ≈ 65 000 instructions a time,
+//! ≈ 130 000 per path call, 6.6 M per MB (54 % of the loop). nbench's raw
+//! SMB1 client sends the same requests with none of that (its `NTCreateX`
+//! ≈ 24 000 instructions, libsmbclient's open ≈ 178 000). No option of the library
+//! turns it off, and benchlab already makes at most one path-based call
+//! per trace operation (a directory create aside: `mkdir`, then the
+//! `stat` that opens it), with its URLs built before the gate, so the gap
+//! is the client stack's, not benchlab's: closing it takes another SMB
+//! client (Samba's raw client library is private to Samba).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
