@@ -790,11 +790,13 @@ pub(crate) enum Outcome {
 /// side does the same ([`Responder::serve_until`]). With [`send_all`] and
 /// [`recv_exact`] making their one call inline and everything else out of
 /// line, and `net.pingpong`'s recorder of flat counts, `bench/per-op`
-/// (callgrind, user-space instructions per round trip, both ends) went
-/// from 389 to 203 for TCP 32 B (limit 188) and from 370 to 209 for UDP
-/// (limit 114); the server's share of a TCP round trip from 137 to 55
-/// (the limit's server: 89). On one CPU the server's loop runs inside
-/// the client's timed round trip, so that part shows in RTT/2 directly.
+/// (callgrind, user-space instructions per round trip, all processes) went
+/// from 389 to 203 and 210 (two runs) for TCP 32 B (limit 188) and from
+/// 370 to 209 and 195 for UDP (limit 114); the controller's share moves
+/// by some ±10 between runs. Per agent, TCP: client 249 → 152, server
+/// 137 → 55 (the limit's: 99 and 89); UDP: 230 → 145 and 124 → 54 (60
+/// and 54). On one CPU the server's loop runs inside the client's timed
+/// round trip, so that part shows in RTT/2 directly.
 pub(crate) struct Exchanger {
     socket: Socket,
     fd: RawFd,
