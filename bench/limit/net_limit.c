@@ -24,6 +24,13 @@
  *   timeouts         SO_RCVTIMEO / SO_SNDTIMEO are left unset here; the loop
  *                    stops on a flag a sleeping thread sets (benchlab: its
  *                    timer thread, a Relaxed load per iteration).
+ *                    NET_LIMIT_TIMEOUT_MS=N sets both to N ms on every data
+ *                    socket after connect/accept (benchlab: 200 ms, 100 ms
+ *                    receive on a UDP ping-pong client), to measure what a
+ *                    socket timeout costs each blocking wait (a kernel
+ *                    timer armed and cancelled) against the same program
+ *                    without: an experiment, not the limit (a wait longer
+ *                    than N ms then ends the program with an error).
  *
  * Usage (IPv4 loopback; the server prints nothing until its peer ends):
  *   net_limit stream-recv PORT MESSAGE_SIZE        -> "mbps bytes seconds"
@@ -159,8 +166,21 @@ static int recv_exact(int fd, char *buf, size_t len) {
     return 1;
 }
 
+/* NET_LIMIT_TIMEOUT_MS (see the top): benchlab's socket timeouts, for an
+ * experiment only. */
+static void env_timeouts(int s) {
+    const char *ms = getenv("NET_LIMIT_TIMEOUT_MS");
+    if (!ms || !*ms) return;
+    long v = strtol(ms, NULL, 10);
+    struct timeval tv = {v / 1000, (v % 1000) * 1000};
+    if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+        die("setsockopt(NET_LIMIT_TIMEOUT_MS)");
+}
+
 static int stream_recv(int port, size_t msg) {
     int s = tcp_server(port);
+    env_timeouts(s);
     int rb = 0;
     socklen_t l = sizeof rb;
     if (getsockopt(s, SOL_SOCKET, SO_RCVBUF, &rb, &l) < 0) die("getsockopt");
@@ -182,6 +202,7 @@ static int stream_recv(int port, size_t msg) {
 
 static int stream_send(int port, size_t msg, double secs) {
     int s = tcp_client(port);
+    env_timeouts(s);
     char *buf = page_buf(msg);
     start_stopper(&secs);
     while (!stopped()) send_all(s, buf, msg);
@@ -204,6 +225,7 @@ static int pp_server(int tcp, int port, size_t size, int nodelay) {
     if (tcp) {
         int s = tcp_server(port);
         setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay);
+        env_timeouts(s);
         while (recv_exact(s, req, size)) send_all(s, rsp, size);
         close(s);
         return 0;
@@ -219,6 +241,7 @@ static int pp_server(int tcp, int port, size_t size, int nodelay) {
     if (recvfrom(s, req, size, MSG_PEEK, (struct sockaddr *)&peer, &pl) < 0) die("recvfrom");
     if (connect(s, (struct sockaddr *)&peer, pl) < 0) die("connect");
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof off);
+    env_timeouts(s);
     for (;;) {
         ssize_t n = sys_recv(s, req, size, MSG_TRUNC);
         if (n < 0) die("recv");
@@ -237,6 +260,7 @@ static int pp_client(int tcp, int port, size_t size, int nodelay, double secs,
     if (tcp) {
         s = tcp_client(port);
         setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay);
+        env_timeouts(s);
     } else {
         struct sockaddr_in a = loopback(port);
         s = udp_socket();
@@ -244,6 +268,7 @@ static int pp_client(int tcp, int port, size_t size, int nodelay, double secs,
         /* A lost datagram must not hang the bench. */
         struct timeval tv = {1, 0};
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        env_timeouts(s);
     }
     unsigned long long iters = 0;
     if (max_iters == 0) start_stopper(&secs);

@@ -546,14 +546,29 @@ struct Misreads {
 
 impl Misreads {
     /// Notes a record whose stamp is `got` where `want` was expected.
+    ///
+    /// The mismatch is handled out of line: inline, the compiler turned
+    /// the two updates into three conditional moves with their loads,
+    /// tests and a store (10 instructions) run for every record; now a
+    /// record that matches costs a comparison and a branch never taken.
+    /// Backward read's loop went from 32 to 25 instructions per record
+    /// besides its two library calls (disassembly), and `bench/per-op`'s
+    /// fs figure (callgrind, per record over the ten passes) from 43.9 to
+    /// 38.0 (the limit, which checks nothing: 32.9).
     #[inline(always)]
     fn check(&mut self, got: u64, want: u64) {
         if got != want {
-            if self.bad == 0 {
-                self.first = want;
-            }
-            self.bad += 1;
+            self.note(want);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note(&mut self, want: u64) {
+        if self.bad == 0 {
+            self.first = want;
+        }
+        self.bad += 1;
     }
 
     /// Fails when any record came from the wrong offset.
@@ -981,6 +996,21 @@ mod real_file_tests {
         std::fs::write(&s.path, &data).unwrap();
         let e = stride_pass(&s, &mut buf, n, 0).unwrap_err().to_string();
         assert!(e.contains("wrong contents"), "{e}");
+        // Every loop counts both and names the first it met.
+        assert!(
+            e.contains("2 record(s)") && e.contains("first at offset 0)"),
+            "{e}"
+        );
+        let e = bkwd_pass(&s, &mut buf, n, 0).unwrap_err().to_string();
+        assert!(
+            e.contains("2 record(s)") && e.contains("first at offset 4096)"),
+            "{e}"
+        );
+        let e = read_pass(&s, &mut buf, n, 0).unwrap_err().to_string();
+        assert!(
+            e.contains("2 record(s)") && e.contains("first at offset 0)"),
+            "{e}"
+        );
     }
 }
 

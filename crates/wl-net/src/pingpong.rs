@@ -369,17 +369,12 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     }
     // Without `iterations` the timer alone ends the loop.
     let limit = cfg.iterations.unwrap_or(u64::MAX);
-    let mut lost = 0u64;
-    while !timer.stopped() && rec.count() < limit {
-        let t0 = mono_ns();
-        let outcome = ex.exchange()?;
-        let t1 = mono_ns();
-        match outcome {
-            // Integer halving, as sfnt's `results[i] /= 2`.
-            Outcome::Done => rec.record(t1.wrapping_sub(t0) / 2),
-            Outcome::Lost => lost += 1,
-        }
-    }
+    let lost = match ex.proto() {
+        Proto::Tcp => measure(&mut rec, &timer, limit, || {
+            ex.exchange_tcp().map(|()| Outcome::Done)
+        })?,
+        Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp())?,
+    };
     let c1 = CpuSnapshot::take();
     if timer.aborted() {
         return Err(WorkloadError::Aborted);
@@ -400,6 +395,31 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     r.histograms.insert(RTT_HALF.into(), rec.histogram_data());
     r.series.insert(RTT_HALF.into(), rec.series());
     Ok(r)
+}
+
+/// The measured loop: timed round trips into `rec` until the timer stops
+/// it or `limit` are recorded; returns the lost ones. Generic over the
+/// exchange so that each protocol gets its own loop with the exchange
+/// inline and no protocol test per round trip.
+#[inline(always)]
+fn measure(
+    rec: &mut LatencyRecorder,
+    timer: &Timer,
+    limit: u64,
+    mut exchange: impl FnMut() -> Result<Outcome, WorkloadError>,
+) -> Result<u64, WorkloadError> {
+    let mut lost = 0u64;
+    while !timer.stopped() && rec.count() < limit {
+        let t0 = mono_ns();
+        let outcome = exchange()?;
+        let t1 = mono_ns();
+        match outcome {
+            // Integer halving, as sfnt's `results[i] /= 2`.
+            Outcome::Done => rec.record(t1.wrapping_sub(t0) / 2),
+            Outcome::Lost => lost += 1,
+        }
+    }
+    Ok(lost)
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds, read straight from `clock_gettime`
