@@ -427,9 +427,12 @@ impl Cell {
             ),
             // Two throughput points of a few thousand messages and one
             // short latency point: the broker's boot (a few seconds)
-            // is most of the run, and every phase has its share.
+            // is most of the run, and every phase has its share. A boot
+            // whose epmd was killed never becomes ready and is given up
+            // after ready_timeout_s: 30 s, where boots take 5–12 s here
+            // even while other builds load the machine.
             Wl::Mq => format!(
-                "[[service]]\nname = \"mq\"\nkind = \"rabbitmq\"\nbind = \"{bind}\"\nprobe = \"amqp\"\nready_timeout_s = 60\n\
+                "[[service]]\nname = \"mq\"\nkind = \"rabbitmq\"\nbind = \"{bind}\"\nprobe = \"amqp\"\nready_timeout_s = 30\n\
                  secrets = {{ password = {{ env = \"{PW_VAR}\" }} }}\n\
                  [[workload]]\nkind = \"mq.throughput\"\nservice = \"mq\"\nsize = [16, 256]\ncount = 2000\nqueues = 1\npassword_env = \"{PW_VAR}\"\n\
                  [[workload]]\nkind = \"mq.latency\"\nservice = \"mq\"\nsize = 16\nrate_per_s = 200\nduration_s = 0.3\npassword_env = \"{PW_VAR}\"\n"
