@@ -3,7 +3,8 @@
 //!
 //! **Kills.** For each killable component — the controller (`benchlab
 //! run`), a workload agent, an environment agent, a background-load worker
-//! and a managed server (nginx) — and each host kind — local, network
+//! and a managed server (nginx's master, RabbitMQ's `beam.smp` or its
+//! `epmd`, smbd's main process) — and each host kind — local, network
 //! namespace, SSH (a real sshd in a namespace of a test bed) — the suite
 //! SIGKILLs the component at seeded random moments spread over a run's
 //! three phases: *apply* (preflight and the configuration's profile and
@@ -12,14 +13,20 @@
 //! same study (timed from its progress lines); the phase a kill actually
 //! landed in is read back from the killed run's own progress lines. The
 //! studies cycle through the workload kinds: `fake`, `net.*`, `fs.matrix`
-//! on a 16 MiB ext4 image, and `web.load` against a managed nginx.
+//! on a 16 MiB ext4 image, `web.load` against a managed nginx, `mq.*`
+//! against a managed RabbitMQ, and `fileserver.load` against a managed
+//! smbd whose share is on an ext4 image; each component's rotation goes
+//! on from one host kind to the next, so that CI's few kills per cell
+//! still give every component every workload kind.
 //!
 //! After every kill: every sample the run reported finished is in the
 //! store, `PRAGMA integrity_check` is `ok`, an interrupted run resumes to
 //! completion with the full set of samples, and after `benchlab restore`
-//! nothing is left — no process of the run, mount, loop device, file in
-//! the scratch and temporary directories, journal, changed sysctl (on the
-//! machine and in each namespace) or cgroup.
+//! nothing is left — no process of the run (servers and their helpers
+//! included: beam.smp, epmd, smbd, nginx), mount, loop device (the
+//! share's image too), file or scratch directory in the scratch and
+//! temporary directories, journal, changed sysctl (on the machine and in
+//! each namespace) or cgroup.
 //!
 //! **Storage faults.** The database's file system filled mid-run, the
 //! scratch target's filled; a corrupted database, a read-only one, one of
@@ -29,7 +36,11 @@
 //! `BENCHLAB_FAULT_KILLS` (kills per cell; default [`DEFAULT_KILLS`], the
 //! count CI runs), `BENCHLAB_FAULT_SEED` (default: from the clock; printed
 //! either way), `BENCHLAB_FAULT_DOC=path` (also write the table as
-//! Markdown there, as docs/reliability.md was written).
+//! Markdown there, as docs/reliability.md was written). When chasing a
+//! fault, `BENCHLAB_FAULT_HOSTS=local,ssh`,
+//! `BENCHLAB_FAULT_COMPONENTS=managed,agent` (prefixes of the table's
+//! names) and `BENCHLAB_FAULT_WORKLOADS=mq,fs` narrow the matrix (the
+//! count check is then left out).
 
 mod common;
 
@@ -44,7 +55,10 @@ use common::Scratch;
 
 /// Kills per (component, host kind) for local, namespace and SSH hosts
 /// when `BENCHLAB_FAULT_KILLS` is unset: what fits CI's budget of about
-/// four minutes (see docs/reliability.md for a full run).
+/// four minutes (see docs/reliability.md for a full run). Seven per
+/// component: one for each of the six workload kinds, one more for the
+/// first; a RabbitMQ trial alone takes 10–20 s (the broker boots again
+/// for the resume), which is what bounds these counts.
 const DEFAULT_KILLS: [usize; 3] = [4, 2, 1];
 
 /// The storage tests and the kill matrix change mounts and settings that
@@ -125,7 +139,7 @@ impl Component {
             Component::Agent => "agent",
             Component::EnvAgent => "environment agent",
             Component::LoadWorker => "load worker",
-            Component::Server => "managed server (nginx)",
+            Component::Server => "managed server",
         }
     }
 }
@@ -136,10 +150,12 @@ enum Wl {
     Net,
     Fs,
     Web,
+    Mq,
+    Files,
 }
 
 impl Wl {
-    const ALL: [Wl; 4] = [Wl::Fake, Wl::Net, Wl::Fs, Wl::Web];
+    const ALL: [Wl; 6] = [Wl::Fake, Wl::Net, Wl::Fs, Wl::Web, Wl::Mq, Wl::Files];
 
     fn name(self) -> &'static str {
         match self {
@@ -147,6 +163,18 @@ impl Wl {
             Wl::Net => "net",
             Wl::Fs => "fs",
             Wl::Web => "web",
+            Wl::Mq => "mq",
+            Wl::Files => "fileserver",
+        }
+    }
+
+    /// The managed server a study of this workload runs, if any.
+    fn server(self) -> Option<&'static str> {
+        match self {
+            Wl::Web => Some("nginx"),
+            Wl::Mq => Some("rabbitmq"),
+            Wl::Files => Some("samba"),
+            _ => None,
         }
     }
 }
@@ -165,7 +193,7 @@ const PHASES: [Phase; 3] = [Phase::Apply, Phase::Run, Phase::Revert];
 struct Tally {
     kills: usize,
     by_phase: BTreeMap<&'static str, usize>,
-    by_workload: BTreeMap<&'static str, usize>,
+    by_workload: BTreeMap<String, usize>,
     lost: usize,
     leftovers: usize,
     left_for_restore: usize,
@@ -190,10 +218,17 @@ struct Cell {
 
 impl Cell {
     fn new(kind: HostKind, subnet: u8) -> Cell {
+        use std::os::unix::fs::PermissionsExt;
         let base = Scratch::new();
         for d in ["state", "tmp", "fs"] {
             std::fs::create_dir_all(base.path(d)).unwrap();
         }
+        // smbd serves the share as www-data, which must walk from / to
+        // the share's directory in the service's scratch (under tmp).
+        for d in [base.dir.path().to_path_buf(), base.path("tmp")] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(base.path("mix.txt"), MIX).unwrap();
         let mut cell = Cell {
             kind,
             base,
@@ -272,7 +307,7 @@ impl Cell {
         std::fs::write(
             &config,
             format!(
-                "ListenAddress {addr}\nPort 22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nPidFile {d}/sshd.pid\nSetEnv BENCHLAB_STATE_DIR={state} TMPDIR={tmp}\n",
+                "ListenAddress {addr}\nPort 22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nPidFile {d}/sshd.pid\nSetEnv BENCHLAB_STATE_DIR={state} TMPDIR={tmp} {PW_VAR}={PW}\n",
                 addr = self.addr(1),
                 d = dir.display(),
                 state = self.state().display(),
@@ -343,7 +378,8 @@ impl Cell {
         c.arg("--db").arg(db).args(args);
         let mut c = self.in_gen(c);
         c.env("BENCHLAB_STATE_DIR", self.state())
-            .env("TMPDIR", self.tmp());
+            .env("TMPDIR", self.tmp())
+            .env(PW_VAR, PW);
         c
     }
 
@@ -389,6 +425,28 @@ impl Cell {
                 "[[service]]\nname = \"web\"\nkind = \"nginx\"\nbind = \"{bind}\"\n\
                  [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = [1, 2]\nfile_set = \"single\"\ndirs = 1\nduration_s = 0.3\nramp_down_s = 0.05\n"
             ),
+            // Two throughput points of a few thousand messages and one
+            // short latency point: the broker's boot (a few seconds)
+            // is most of the run, and every phase has its share. A boot
+            // whose epmd was killed never becomes ready and is given up
+            // after ready_timeout_s: 30 s, where boots take 5–12 s here
+            // even while other builds load the machine.
+            Wl::Mq => format!(
+                "[[service]]\nname = \"mq\"\nkind = \"rabbitmq\"\nbind = \"{bind}\"\nprobe = \"amqp\"\nready_timeout_s = 30\n\
+                 secrets = {{ password = {{ env = \"{PW_VAR}\" }} }}\n\
+                 [[workload]]\nkind = \"mq.throughput\"\nservice = \"mq\"\nsize = [16, 256]\ncount = 2000\nqueues = 1\npassword_env = \"{PW_VAR}\"\n\
+                 [[workload]]\nkind = \"mq.latency\"\nservice = \"mq\"\nsize = 16\nrate_per_s = 200\nduration_s = 0.3\npassword_env = \"{PW_VAR}\"\n"
+            ),
+            // The share on an ext4 image benchlab makes (a loop device
+            // and a mount to leave behind), replayed by one and two
+            // clients.
+            Wl::Files => format!(
+                "[[service]]\nname = \"files\"\nkind = \"samba\"\nbind = \"{bind}\"\n\
+                 document_fs = {{ mkfs = \"ext4\", image_size = \"16MiB\" }}\n\
+                 secrets = {{ password = {{ env = \"{PW_VAR}\" }} }}\n\
+                 [[workload]]\nkind = \"fileserver.load\"\nservice = \"files\"\nclients = [1, 2]\nload_file = \"{}\"\npassword_env = \"{PW_VAR}\"\nduration_s = 0.3\n",
+                self.base.path("mix.txt").display()
+            ),
         };
         self.base.study(
             &format!("{name}.toml"),
@@ -424,6 +482,27 @@ impl Drop for Cell {
 const PROFILE: &str = "[profile]\ndescription = \"fault suite\"\n[sysctl]\n\"net.ipv4.tcp_fin_timeout\" = 37\n\"net.core.somaxconn\" = 3333\n";
 const SYSCTLS: [&str; 2] = ["net/ipv4/tcp_fin_timeout", "net/core/somaxconn"];
 
+/// The managed servers' password (RabbitMQ's user, Samba's tdbsam
+/// entry), read from the environment by the services and the clients.
+const PW_VAR: &str = "BENCHLAB_FAULT_PW";
+const PW: &str = "faults-Pw-3141";
+
+/// fileserver.load's mix: a directory, a file written, read, locked and
+/// removed, an expected failure — every pass leaves the share as it was.
+const MIX: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+NTCreateX "\clients\client1" 0x1 0x2 1 NT_STATUS_OK
+Close 1 NT_STATUS_OK
+NTCreateX "\clients\client1\f.bin" 0x40 0x5 2 NT_STATUS_OK
+WriteX 2 0 32768 32768 NT_STATUS_OK
+ReadX 2 0 32768 32768 NT_STATUS_OK
+LockX 2 0 1 NT_STATUS_OK
+UnlockX 2 0 1 NT_STATUS_OK
+Close 2 NT_STATUS_OK
+QUERY_PATH_INFORMATION "\clients\client1\none.bin" 1004 NT_STATUS_OBJECT_NAME_NOT_FOUND
+Unlink "\clients\client1\f.bin" 0x6 NT_STATUS_OK
+"#;
+
 // ---------------------------------------------------------------- processes
 
 struct Proc {
@@ -458,10 +537,19 @@ fn all_pids() -> Vec<i32> {
 /// Live processes of this cell's runs: started with its state directory
 /// in their environment (agents, load workers, janitors, servers inherit
 /// it; SSH sessions get it from sshd), or naming its scratch in their
-/// command line.
+/// command line or any variable of their environment (a server's
+/// detached helper, as RabbitMQ's `epmd -daemon`, keeps the broker's
+/// variables, which name its scratch directory).
 fn our_processes(cell: &Cell) -> Vec<Proc> {
     let marker = format!("BENCHLAB_STATE_DIR={}", cell.state().display());
     let base = cell.base.dir.path().display().to_string();
+    let in_env = |env: &[u8]| {
+        env.split(|b| *b == 0).any(|v| {
+            v == marker.as_bytes()
+                || v.windows(base.len() + 1)
+                    .any(|w| w[0] == b'=' && &w[1..] == base.as_bytes())
+        })
+    };
     let me = std::process::id() as i32;
     let sshd = cell.sshd.as_ref().map(|c| c.id() as i32);
     all_pids()
@@ -471,9 +559,26 @@ fn our_processes(cell: &Cell) -> Vec<Proc> {
         .filter(|p| {
             p.cmd.contains(&base) && !p.cmd.contains("sshd_config") && !p.cmd.starts_with("sshd:")
                 || std::fs::read(format!("/proc/{}/environ", p.pid))
-                    .map(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+                    .map(|env| in_env(&env))
                     .unwrap_or(false)
         })
+        .collect()
+}
+
+/// The program a process runs: its first argument's file name
+/// (`beam.smp`, `epmd`, `smbd`, `nginx: master process …`).
+fn program(p: &Proc) -> &str {
+    let first = p.cmd.split([' ', ':']).next().unwrap_or("");
+    first.rsplit('/').next().unwrap_or(first)
+}
+
+/// The processes of `these` whose parent is none of them: a server's
+/// main process (nginx's master, smbd's parent of its forks).
+fn roots<'a>(these: &[&'a Proc]) -> Vec<&'a Proc> {
+    these
+        .iter()
+        .filter(|p| !these.iter().any(|q| q.pid == p.ppid))
+        .copied()
         .collect()
 }
 
@@ -521,8 +626,24 @@ fn holds(cell: &Cell, pid: i32) -> Holds {
     seen
 }
 
+/// Which of a managed server's processes a kill aims at: for RabbitMQ
+/// either the broker (`beam.smp`) or its name server (`epmd`), a process
+/// of its own that the broker's boot detaches.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ServerPart {
+    Main,
+    Epmd,
+}
+
 /// The process to kill for `c`, if one runs now.
-fn victim(cell: &Cell, c: Component, controller: i32, rng: &mut Rng) -> Option<i32> {
+fn victim(
+    cell: &Cell,
+    c: Component,
+    wl: Wl,
+    part: ServerPart,
+    controller: i32,
+    rng: &mut Rng,
+) -> Option<i32> {
     let procs = our_processes(cell);
     let pick = |v: Vec<i32>, rng: &mut Rng| (!v.is_empty()).then(|| v[rng.below(v.len())]);
     match c {
@@ -552,19 +673,23 @@ fn victim(cell: &Cell, c: Component, controller: i32, rng: &mut Rng) -> Option<i
             rng,
         ),
         Component::Server => {
-            let nginx: Vec<&Proc> = procs
+            // The server itself, not a short-lived run of its program
+            // (`nginx -v`, `smbd -V` for the version, `epmd -names`
+            // while the broker boots, rabbitmqctl's own beam.smp).
+            let (name, mark) = match (wl, part) {
+                (Wl::Web, _) => ("nginx", "nginx: master process"),
+                (Wl::Mq, ServerPart::Main) => ("beam.smp", " -s rabbit boot"),
+                (Wl::Mq, ServerPart::Epmd) => ("epmd", " -address "),
+                (Wl::Files, _) => ("smbd", " --foreground "),
+                _ => return None,
+            };
+            let these: Vec<&Proc> = procs
                 .iter()
-                .filter(|p| p.cmd.starts_with("nginx"))
+                .filter(|p| program(p) == name && p.cmd.contains(mark))
                 .collect();
-            // The master: the one whose parent is no nginx.
-            pick(
-                nginx
-                    .iter()
-                    .filter(|p| !nginx.iter().any(|q| q.pid == p.ppid))
-                    .map(|p| p.pid)
-                    .collect(),
-                rng,
-            )
+            // The main process: nginx's master, smbd's first (its
+            // forks serve the connections).
+            pick(roots(&these).iter().map(|p| p.pid).collect(), rng)
         }
     }
 }
@@ -969,12 +1094,22 @@ fn reference(cell: &mut Cell, wl: Wl) -> Result<Timing, String> {
         .unwrap_or_default();
     let end = lines.last().map(|(t, _)| *t).unwrap_or_default();
     let _ = std::fs::remove_file(&db);
-    Ok(Timing {
+    let t = Timing {
         apply_end,
         run_end: *samples.last().unwrap_or(&end),
         end,
         samples: samples.len(),
-    })
+    };
+    eprintln!(
+        "reference {} on {}: {} samples; apply until {:?}, points until {:?}, end at {:?}",
+        wl.name(),
+        cell.kind.name(),
+        t.samples,
+        t.apply_end,
+        t.run_end,
+        t.end
+    );
+    Ok(t)
 }
 
 struct TrialResult {
@@ -985,6 +1120,8 @@ struct TrialResult {
     leftovers: Vec<String>,
     failures: Vec<String>,
     failed_points: usize,
+    /// The run's first FAILED progress line: why the kill failed a point.
+    first_failure: Option<String>,
 }
 
 /// One kill: start the study, wait for the moment, kill the component,
@@ -993,10 +1130,11 @@ fn trial(
     cell: &mut Cell,
     wl: Wl,
     c: Component,
+    part: ServerPart,
     at: Duration,
     timing: Timing,
     rng: &mut Rng,
-) -> Option<TrialResult> {
+) -> Result<TrialResult, Vec<String>> {
     cell.trial += 1;
     let db = cell.base.path(&format!("t{}.db", cell.trial));
     let study = cell.study(wl, &format!("t{}", cell.trial));
@@ -1014,7 +1152,7 @@ fn trial(
         if run.child.try_wait().unwrap().is_some() {
             break;
         }
-        if let Some(pid) = victim(cell, c, controller, rng) {
+        if let Some(pid) = victim(cell, c, wl, part, controller, rng) {
             phase = phase_of(&run.lines(), timing.samples);
             // SAFETY: kill(2) of a process of this test's run.
             unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -1029,14 +1167,31 @@ fn trial(
         .filter_map(|(_, l)| reported(l))
         .collect();
     let (code, hung, err) = run.finish(Duration::from_secs(120));
+    let first_failure = err
+        .lines()
+        .find(|l| is_sample_line(l) && l.contains("FAILED"))
+        .map(|l| l.chars().take(300).collect());
     let mut failures = Vec::new();
     let mut problem = |s: String| failures.push(s);
     if hung {
         problem(format!("the run hung after the kill: {err}"));
     }
     // Nothing to kill came up (the component no longer ran after that
-    // moment): the run was an ordinary one, and no kill is counted.
-    killed?;
+    // moment): the run was an ordinary one, and no kill is counted; but
+    // it must have been a sound one, and must have cleaned up after
+    // itself.
+    if killed.is_none() {
+        let left = leftovers(cell, &before);
+        if !left.is_empty() {
+            force_clean(cell, &before);
+            failures.push(format!("an unkilled run left {left:?}"));
+        }
+        if code != Some(0) {
+            failures.push(format!("an unkilled run ended with {code:?}: {err}"));
+        }
+        let _ = std::fs::remove_file(&db);
+        return Err(failures);
+    }
     match (c, code) {
         (Component::Controller, _) => {}
         (_, Some(0 | 3)) => {}
@@ -1136,13 +1291,14 @@ fn trial(
     let mut all_left = left;
     all_left.extend(left2.into_iter().map(|l| format!("after the resume: {l}")));
     let _ = std::fs::remove_file(&db);
-    Some(TrialResult {
+    Ok(TrialResult {
         phase,
         left_for_restore,
         lost,
         leftovers: all_left,
         failures,
         failed_points,
+        first_failure,
     })
 }
 
@@ -1192,12 +1348,15 @@ fn phase_name(p: Phase) -> &'static str {
 }
 
 /// The workloads a component's kills cycle through: a managed server
-/// exists only under web.load.
-fn workloads(c: Component) -> &'static [Wl] {
-    match c {
-        Component::Server => &[Wl::Web],
-        _ => &Wl::ALL,
-    }
+/// exists only under the server workloads. `BENCHLAB_FAULT_WORKLOADS=mq,fs`
+/// narrows them (when chasing a fault).
+fn workloads(c: Component) -> Vec<Wl> {
+    let only = std::env::var("BENCHLAB_FAULT_WORKLOADS").unwrap_or_default();
+    Wl::ALL
+        .into_iter()
+        .filter(|w| c != Component::Server || w.server().is_some())
+        .filter(|w| only.is_empty() || only.split(',').any(|o| o == w.name()))
+        .collect()
 }
 
 #[test]
@@ -1207,6 +1366,11 @@ fn sigkill_every_component_on_every_host_kind() {
         ("sshd", "sshd (openssh-server)"),
         ("ssh-keygen", "ssh-keygen (openssh-client)"),
         ("nginx", "nginx (Debian package nginx)"),
+        ("smbd", "smbd (Debian package samba)"),
+        (
+            "rabbitmq-server",
+            "RabbitMQ (Debian package rabbitmq-server)",
+        ),
     ] {
         if benchlab_testkit::find_program(program).is_none() {
             return benchlab_testkit::missing(what);
@@ -1223,9 +1387,25 @@ fn sigkill_every_component_on_every_host_kind() {
     let mut rng = Rng(seed);
     let started = Instant::now();
     let mut table: BTreeMap<(Component, HostKind), Tally> = BTreeMap::new();
+    // Each component's workloads rotate across the host kinds, not from
+    // the first in every cell: with CI's counts (4 + 2 + 1 kills) every
+    // component meets all six workload kinds somewhere in the matrix.
+    // The components start at different places, so that the local
+    // kills, the most numerous, try different workloads for each.
+    let mut rotation: BTreeMap<Component, usize> = Component::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (*c, 2 * i + i / 3))
+        .collect();
     // BENCHLAB_FAULT_HOSTS=local,ssh narrows the matrix (when chasing a
     // fault); the table then says which host kinds were tried.
     let only = std::env::var("BENCHLAB_FAULT_HOSTS").unwrap_or_default();
+    // BENCHLAB_FAULT_COMPONENTS=managed,load (name prefixes) and
+    // BENCHLAB_FAULT_WORKLOADS=mq,fileserver narrow it likewise.
+    let only_components = std::env::var("BENCHLAB_FAULT_COMPONENTS").unwrap_or_default();
+    let narrowed = !only.is_empty()
+        || !only_components.is_empty()
+        || std::env::var("BENCHLAB_FAULT_WORKLOADS").is_ok_and(|w| !w.is_empty());
     for (kind, subnet) in [
         (HostKind::Local, 0u8),
         (HostKind::Netns, 241),
@@ -1238,12 +1418,35 @@ fn sigkill_every_component_on_every_host_kind() {
         let mut cell = Cell::new(kind, subnet);
         let mut timings: HashMap<Wl, Timing> = HashMap::new();
         for c in Component::ALL {
+            if !only_components.is_empty()
+                && !only_components.split(',').any(|o| c.name().starts_with(o))
+            {
+                continue;
+            }
             let tally = table.entry((c, kind)).or_default();
             let mut attempts = 0;
-            while tally.kills < kills && attempts < kills * 3 {
+            let mut retry = 0;
+            let wls = workloads(c);
+            // Three draws per kill, and three more: on a loaded machine
+            // a run may end before a moment drawn from the reference's
+            // timing, and the next draws (later phases) can miss too.
+            while tally.kills < kills && attempts < kills * 3 + 3 && !wls.is_empty() {
                 attempts += 1;
-                let wls = workloads(c);
-                let wl = wls[attempts % wls.len()];
+                let k = tally.kills;
+                let rot = rotation.entry(c).or_insert(0);
+                let wl = wls[(*rot + k) % wls.len()];
+                // Every second RabbitMQ server kill aims at its epmd.
+                let mq_kills = tally
+                    .by_workload
+                    .iter()
+                    .filter(|(w, _)| w.starts_with("mq"))
+                    .map(|(_, n)| n)
+                    .sum::<usize>();
+                let part = if wl == Wl::Mq && mq_kills % 2 == 1 {
+                    ServerPart::Epmd
+                } else {
+                    ServerPart::Main
+                };
                 let timing = match timings.get(&wl) {
                     Some(t) => *t,
                     None => match reference(&mut cell, wl) {
@@ -1258,19 +1461,52 @@ fn sigkill_every_component_on_every_host_kind() {
                         }
                     },
                 };
-                // Each retry moves on to the next phase: a component that
-                // no longer runs in one (an agent after the last point) is
-                // tried in the others.
-                let phase = PHASES[(attempts - 1) % 3];
+                // The phase turns with each kill, and once more each time
+                // the workloads come round, so that every workload meets
+                // every phase; a retry moves on to the next phase: a
+                // component that no longer runs in one (an agent after
+                // the last point) is tried in the others.
+                let phase = PHASES[(k + k / wls.len() + retry) % 3];
                 let at = moment(timing, phase, &mut rng);
-                let Some(r) = trial(&mut cell, wl, c, at, timing, &mut rng) else {
-                    // The component never ran after that moment (a
-                    // server in a run past its last point): draw again.
-                    continue;
+                let t0 = Instant::now();
+                let r = match trial(&mut cell, wl, c, part, at, timing, &mut rng) {
+                    Ok(r) => r,
+                    Err(failures) => {
+                        // The component never ran after that moment (a
+                        // server in a run past its last point): draw
+                        // again, in the next phase.
+                        eprintln!(
+                            "no kill: {} on {} ({}, {at:?} into the run, {}): nothing to kill came up{}",
+                            c.name(),
+                            kind.name(),
+                            wl.name(),
+                            phase_name(phase),
+                            if failures.is_empty() { "" } else { ", FAILED" }
+                        );
+                        for f in failures {
+                            tally.problems.push(format!(
+                                "{} on {} ({}, no kill): {f}",
+                                c.name(),
+                                kind.name(),
+                                wl.name()
+                            ));
+                        }
+                        retry += 1;
+                        continue;
+                    }
                 };
+                retry = 0;
                 tally.kills += 1;
                 *tally.by_phase.entry(phase_name(r.phase)).or_default() += 1;
-                *tally.by_workload.entry(wl.name()).or_default() += 1;
+                let what = match (c, wl, part) {
+                    (Component::Server, Wl::Mq, ServerPart::Main) => "mq (beam.smp)".to_string(),
+                    (Component::Server, Wl::Mq, ServerPart::Epmd) => "mq (epmd)".to_string(),
+                    (Component::Server, _, _) => {
+                        format!("{} ({})", wl.name(), wl.server().unwrap_or(""))
+                    }
+                    _ => wl.name().to_string(),
+                };
+                *tally.by_workload.entry(what.clone()).or_default() += 1;
                 tally.lost += r.lost;
                 tally.failed_points += r.failed_points;
                 if !r.leftovers.is_empty() {
@@ -1286,22 +1522,26 @@ fn sigkill_every_component_on_every_host_kind() {
                     "{} on {} ({}, {:?} into the run, {})",
                     c.name(),
                     kind.name(),
-                    wl.name(),
+                    what,
                     at,
                     phase_name(r.phase)
                 );
                 eprintln!(
-                    "kill: {label}: lost {}, leftovers {}, left for restore {:?}, failed points {}{}",
+                    "kill: {label}: lost {}, leftovers {}, left for restore {:?}, failed points {}, trial {:.1} s{}",
                     r.lost,
                     r.leftovers.len(),
                     r.left_for_restore,
                     r.failed_points,
+                    t0.elapsed().as_secs_f64(),
                     if r.failures.is_empty() {
                         ""
                     } else {
                         ", FAILED"
                     }
                 );
+                if let Some(f) = &r.first_failure {
+                    eprintln!("  first failed point: {f}");
+                }
                 for l in &r.leftovers {
                     tally.problems.push(format!("{label}: left {l}"));
                 }
@@ -1314,6 +1554,7 @@ fn sigkill_every_component_on_every_host_kind() {
                         .push(format!("{label}: {} samples lost", r.lost));
                 }
             }
+            *rotation.entry(c).or_insert(0) += table[&(c, kind)].kills;
         }
     }
     let elapsed = started.elapsed();
@@ -1335,7 +1576,7 @@ fn sigkill_every_component_on_every_host_kind() {
             .join("\n")
     );
     for ((c, k), t) in &table {
-        if !only.is_empty() {
+        if narrowed {
             break;
         }
         assert!(

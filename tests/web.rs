@@ -367,6 +367,81 @@ fn benchlab_killed_at_any_moment_leaves_nothing_after_restore() {
     }
 }
 
+/// The server's agent lost in the middle of the start (after the server
+/// was forked, before it was ready: the seconds of RabbitMQ's boot, held
+/// here by the service's test pause): the server runs on outside the
+/// run's books, so the run must say so and name `benchlab restore`,
+/// which then leaves nothing. Found by tests/faults.rs.
+#[test]
+fn the_servers_agent_lost_while_starting_it_leaves_the_server_to_restore_and_says_so() {
+    if nginx_missing() {
+        return;
+    }
+    let s = Scratch::new();
+    let f = study(&s, "duration_s = 0.5", "[2]");
+    let mut child = command(&s)
+        .env("BENCHLAB_TEST_SERVICE_PAUSE", "released")
+        .args(["run", f.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every start pauses: each repetition's agent is killed once its
+    // nginx runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut killed = Vec::new();
+    let mut orphans = Vec::new();
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run never ended");
+        let pids = nginx_of(&s.path("tmp"));
+        for p in &pids {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let Some(ppid) = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(1))
+                .and_then(|pp| pp.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let parent = std::fs::read(format!("/proc/{ppid}/cmdline")).unwrap_or_default();
+            let parent = String::from_utf8_lossy(&parent).replace('\0', " ");
+            if parent.contains(" agent ") && !killed.contains(&ppid) {
+                // SAFETY: a plain kill(2) of the run's agent, found as
+                // the parent of its nginx.
+                unsafe { libc::kill(ppid, libc::SIGKILL) };
+                killed.push(ppid);
+                orphans.push(*p);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(killed.len(), 2, "one kill per repetition: {err}");
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // The servers outlived their agents: what the run had to say.
+    let alive: Vec<_> = orphans
+        .iter()
+        .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    assert_eq!(alive.len(), 2, "{orphans:?}: {err}");
+    assert!(
+        err.contains("the server may still run") && err.contains("benchlab restore"),
+        "the run did not say what it left: {err}"
+    );
+    let out = command(&s)
+        .args(["restore", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_nothing_left(&s);
+}
+
 /// Bad input stops the run before anything starts, with the service's own
 /// message: nothing is run or stored, no server is left.
 #[test]

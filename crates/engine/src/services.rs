@@ -299,7 +299,25 @@ impl Services {
                 "service `{}`: unexpected answer {other:?}",
                 decl.name
             )),
-            Err(e) => Err(format!("service `{}`: {e}", decl.name)),
+            Err(e) => {
+                let msg = format!("service `{}`: {e}", decl.name);
+                // The agent was lost (or gave no answer and will be
+                // killed) in the middle of the start: the server it had
+                // forked and journaled runs on, outside this run's
+                // books, until `benchlab restore` (found by
+                // tests/faults.rs: an agent killed while RabbitMQ booted
+                // left the broker running and the run said nothing). A
+                // Ctrl-C is different: the agent lives, finishes the
+                // start and stops its services when told to shut down.
+                if !matches!(e, benchlab_agent::AgentError::Interrupted) {
+                    ctx.notes.push(format!(
+                        "{msg}; the server may still run on {}: run `benchlab restore` to stop it and remove its files",
+                        decl.host
+                    ));
+                    ctx.event("service", &msg);
+                }
+                Err(msg)
+            }
         }
     }
 
