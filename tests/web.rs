@@ -367,6 +367,27 @@ fn benchlab_killed_at_any_moment_leaves_nothing_after_restore() {
     }
 }
 
+/// Servers a test left without their agent, killed when the test ends
+/// however it ends (a failed assertion must not leave them running):
+/// only those still running nginx from the test's directory.
+struct Orphans(Vec<i32>, std::path::PathBuf);
+
+impl Drop for Orphans {
+    fn drop(&mut self) {
+        let ours = nginx_of(&self.1);
+        for &p in self.0.iter().filter(|p| ours.contains(p)) {
+            // Its workers with it: benchlab starts a server as the
+            // leader of a process group of its own.
+            // SAFETY: plain getpgid(2) and kill(2) of an nginx of this
+            // test and its group.
+            unsafe {
+                let group = libc::getpgid(p);
+                libc::kill(if group == p { -p } else { p }, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// The server's agent lost in the middle of the start (after the server
 /// was forked, before it was ready: the seconds of RabbitMQ's boot, held
 /// here by the service's test pause): the server runs on outside the
@@ -390,7 +411,7 @@ fn the_servers_agent_lost_while_starting_it_leaves_the_server_to_restore_and_say
     // nginx runs.
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut killed = Vec::new();
-    let mut orphans = Vec::new();
+    let mut orphans = Orphans(Vec::new(), s.path("tmp"));
     while child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the run never ended");
         let pids = nginx_of(&s.path("tmp"));
@@ -411,7 +432,7 @@ fn the_servers_agent_lost_while_starting_it_leaves_the_server_to_restore_and_say
                 // the parent of its nginx.
                 unsafe { libc::kill(ppid, libc::SIGKILL) };
                 killed.push(ppid);
-                orphans.push(*p);
+                orphans.0.push(*p);
             }
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -422,10 +443,11 @@ fn the_servers_agent_lost_while_starting_it_leaves_the_server_to_restore_and_say
     assert_eq!(out.status.code(), Some(3), "{err}");
     // The servers outlived their agents: what the run had to say.
     let alive: Vec<_> = orphans
+        .0
         .iter()
         .filter(|p| Path::new(&format!("/proc/{p}")).exists())
         .collect();
-    assert_eq!(alive.len(), 2, "{orphans:?}: {err}");
+    assert_eq!(alive.len(), 2, "{:?}: {err}", orphans.0);
     assert!(
         err.contains("the server may still run") && err.contains("benchlab restore"),
         "the run did not say what it left: {err}"
