@@ -97,9 +97,18 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
             // and its key, not where they were written.
             let within = || format!("{}: configuration `{}`", study.file, c.name);
             let plan = plan_of(decl, study, pool).with_context(within)?;
+            // A lost agent here is a preflight failure like one lost while
+            // the inventory is read: nothing is stored yet, and the error
+            // says so (the fault suite killed one 73 ms into a run).
+            let lost = |e: &dyn std::fmt::Display| {
+                anyhow::anyhow!(
+                    "preflight failed; nothing was run: service `{}`: {e}",
+                    decl.name
+                )
+            };
             let agent = pool
                 .agent(&decl.host, Role::Server, 0)
-                .map_err(|e| anyhow::anyhow!("{e}"))
+                .map_err(|e| lost(&e))
                 .with_context(within)?;
             match agent.request(
                 &Request::ServiceCheck {
@@ -119,7 +128,7 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
                         decl.name
                     ))
                 }
-                Err(e) => return Err(anyhow::anyhow!("service `{}`: {e}", decl.name)),
+                Err(e) => return Err(lost(&e)).with_context(within),
             }
         }
     }
