@@ -115,11 +115,20 @@ impl From<postgres::Error> for StoreError {
 
 type Result<T> = std::result::Result<T, StoreError>;
 
+/// How long opening a SQLite store waits for another connection's lock.
+const OPEN_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl StoreError {
     /// The database's file system is full.
     pub fn is_disk_full(&self) -> bool {
         matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
             if f.code == rusqlite::ErrorCode::DiskFull)
+    }
+
+    /// SQLite found the database locked by another connection.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Sql(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::DatabaseBusy)
     }
 
     /// SQLite found the file damaged: not a database, or a malformed one.
@@ -594,28 +603,22 @@ impl Store {
     fn open_at(target: &Target, version: usize) -> Result<Store> {
         let conn = match target {
             Target::Sqlite(path) => {
-                let mut conn = rusqlite::Connection::open(path)?;
-                conn.busy_timeout(std::time::Duration::from_secs(10))?;
-                // The version first: a newer database is refused before
-                // anything (not even the journal mode, which rewrites the
-                // header) changes.
-                match check_version(&conn) {
-                    // A WAL database on a read-only file system cannot even
-                    // be read this way (SQLite cannot make its `-shm` file).
-                    Err(StoreError::Sql(e)) if path.exists() && is_read_only(&e) => {
-                        return Store::open_read_only(path)
+                // SQLite answers some lock conflicts with SQLITE_BUSY at
+                // once, without its busy handler: switching a new file to
+                // WAL while another connection does the same is one (a
+                // fresh CI run of the fault suite's two controllers
+                // creating one database failed "database is locked" so).
+                // Every step below is idempotent or transactional, so the
+                // whole open is tried again, within the same 10 s bound.
+                let deadline = std::time::Instant::now() + OPEN_BUSY_WAIT;
+                loop {
+                    match Store::open_sqlite(path, version) {
+                        Err(e) if e.is_busy() && std::time::Instant::now() < deadline => {
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                        r => break r?,
                     }
-                    r => r?,
-                };
-                match conn.pragma_update(None, "journal_mode", "WAL") {
-                    Err(e) if is_read_only(&e) => return Store::open_read_only(path),
-                    r => r?,
                 }
-                // FULL: a committed sample survives a power cut, not just a crash.
-                conn.pragma_update(None, "synchronous", "FULL")?;
-                conn.pragma_update(None, "foreign_keys", "ON")?;
-                migrate_sqlite(&mut conn, version)?;
-                Conn::Sqlite(conn)
             }
             #[cfg(feature = "postgres")]
             Target::Postgres(url) => {
@@ -630,6 +633,35 @@ impl Store {
             conn: RefCell::new(conn),
             target: target.clone(),
         })
+    }
+
+    /// One try at opening and migrating a SQLite store; a read-only file
+    /// gives a read-only store.
+    fn open_sqlite(path: &Path, version: usize) -> Result<Conn> {
+        let mut conn = rusqlite::Connection::open(path)?;
+        conn.busy_timeout(OPEN_BUSY_WAIT)?;
+        // The version first: a newer database is refused before
+        // anything (not even the journal mode, which rewrites the
+        // header) changes.
+        match check_version(&conn) {
+            // A WAL database on a read-only file system cannot even
+            // be read this way (SQLite cannot make its `-shm` file).
+            Err(StoreError::Sql(e)) if path.exists() && is_read_only(&e) => {
+                return Store::open_read_only(path).map(|s| s.conn.into_inner())
+            }
+            r => r?,
+        };
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(e) if is_read_only(&e) => {
+                return Store::open_read_only(path).map(|s| s.conn.into_inner())
+            }
+            r => r?,
+        }
+        // FULL: a committed sample survives a power cut, not just a crash.
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrate_sqlite(&mut conn, version)?;
+        Ok(Conn::Sqlite(conn))
     }
 
     /// Where this store is (print it: its password is masked).
