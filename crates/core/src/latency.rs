@@ -96,12 +96,7 @@ impl Latency {
 
     /// Exact sample standard deviation (n − 1).
     pub fn stddev(&self) -> f64 {
-        if self.count < 2 {
-            return 0.0;
-        }
-        let n = self.count as u128;
-        let num = n * self.sum_sq - self.sum * self.sum;
-        (num as f64 / (n as f64 * (n - 1) as f64)).sqrt()
+        crate::recorder::exact_stddev(self.count, self.sum, self.sum_sq)
     }
 
     /// Appends its exact state (for a client process's result pipe).

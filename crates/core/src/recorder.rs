@@ -44,6 +44,18 @@ impl HistogramData {
     }
 }
 
+/// Exact sample standard deviation (n − 1) from integer sums, without
+/// cancellation: var = (n·Σx² − (Σx)²) / (n(n−1)); 0 below two values.
+/// Shared by [`LatencyRecorder`] and [`crate::latency::Latency`].
+pub(crate) fn exact_stddev(count: u64, sum: u128, sum_sq: u128) -> f64 {
+    if count < 2 {
+        return 0.0;
+    }
+    let n = count as u128;
+    let num = n * sum_sq - sum * sum;
+    (num as f64 / (n as f64 * (n - 1) as f64)).sqrt()
+}
+
 /// The `hdr-v2` serialization of a histogram, base64.
 pub(crate) fn encode_histogram(hist: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
@@ -244,12 +256,7 @@ impl LatencyRecorder {
     /// Exact sample standard deviation (n − 1) in ns, computed from integer
     /// sums without cancellation: var = (n·Σx² − (Σx)²) / (n(n−1)).
     pub fn stddev(&self) -> f64 {
-        if self.count < 2 {
-            return 0.0;
-        }
-        let n = self.count as u128;
-        let num = n * self.sum_sq - self.sum * self.sum;
-        (num as f64 / (n as f64 * (n - 1) as f64)).sqrt()
+        exact_stddev(self.count, self.sum, self.sum_sq)
     }
 
     /// Value at quantile `q` (0..=1) from the histogram.
