@@ -568,7 +568,7 @@ fn wait_ready(
             let log = log_tail(&p.scratch, &p.secrets);
             return Err(partial.fail(format!("{} {reason} while starting", p.program), log));
         }
-        match probe::attempt(&p.spec.probe, target) {
+        match probe::attempt(&p.spec.probe(), target) {
             Ok(()) => return Ok(partial),
             Err(why) if Instant::now() >= deadline => {
                 let log = log_tail(&p.scratch, &p.secrets);
@@ -648,7 +648,7 @@ impl Service {
             cpus: p.spec.cpus.clone(),
             workers: p.workers,
             restart: p.spec.restart,
-            probe: p.spec.probe.clone(),
+            probe: p.spec.probe(),
             pgid: pid,
             scratch: p.scratch.clone(),
             document_fs: p.spec.document_fs.clone(),

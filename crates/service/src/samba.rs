@@ -19,7 +19,8 @@
 //! - **Share**: the document root, owned by that user so that the
 //!   clients' files are created as it.
 //! - **Readiness**: an SMB negotiate request answered with a valid SMB1
-//!   or SMB2 negotiate response ([`Probe::Smb`]), whatever `probe` said.
+//!   or SMB2 negotiate response ([`Probe::Smb`]) unless `probe = "tcp"`
+//!   asks for a plain connection.
 //! - **Appendix**: the configuration recorded is `testparm -s`'s, the
 //!   effective smb.conf with every default smbd resolved.
 
@@ -51,10 +52,10 @@ pub(crate) fn validate(spec: &ServiceSpec) -> Result<(), (String, String)> {
             ),
         ));
     }
-    if !matches!(spec.probe, Probe::Tcp | Probe::Smb) {
+    if !matches!(spec.probe, None | Some(Probe::Tcp | Probe::Smb)) {
         return Err((
             "probe".into(),
-            "kind = \"samba\" is probed with an SMB negotiate request (probe = \"smb\", its default; \"tcp\" is taken as \"smb\"); it speaks neither HTTP nor AMQP".into(),
+            "kind = \"samba\" is probed with an SMB negotiate request (probe = \"smb\", its default) or, when asked, a plain connection (probe = \"tcp\"); it speaks neither HTTP nor AMQP".into(),
         ));
     }
     Ok(())
@@ -184,8 +185,11 @@ mod tests {
         let s = spec("name='files'\nkind='samba'\nsecrets={password={env='PW'}}");
         let plan = s.plan(Path::new("/")).unwrap();
         assert_eq!(plan.template.unwrap().origin, "services/smb.conf");
-        // The default TCP probe becomes the SMB negotiate.
-        assert_eq!(plan.spec.probe, Probe::Smb);
+        // No probe given: the SMB negotiate.
+        assert_eq!(plan.spec.probe, Some(Probe::Smb));
+        // An explicit plain connection is honoured, not replaced.
+        let s = spec("name='f'\nkind='samba'\nsecrets={password={env='PW'}}\nprobe='tcp'");
+        assert_eq!(s.plan(Path::new("/")).unwrap().spec.probe, Some(Probe::Tcp));
         let s = spec("name='f'\nkind='samba'\nsecrets={password={env='PW'}}\nprobe={http='/'}");
         assert!(s.validate().unwrap_err().to_string().contains("probe"));
     }

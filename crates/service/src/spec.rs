@@ -102,6 +102,18 @@ impl ServiceKind {
         }
     }
 
+    /// The readiness probe used when `probe` is not given: a listening
+    /// socket is not a serving smbd or a booted broker, so Samba is probed
+    /// with an SMB negotiate and RabbitMQ with the AMQP header; the others
+    /// with a connection.
+    pub fn default_probe(self) -> Probe {
+        match self {
+            ServiceKind::Samba => Probe::Smb,
+            ServiceKind::Rabbitmq => Probe::Amqp,
+            ServiceKind::Nginx | ServiceKind::Apache2 | ServiceKind::Command => Probe::Tcp,
+        }
+    }
+
     /// The shipped template used when `config` is not given.
     pub fn default_template(self) -> Option<&'static str> {
         match self {
@@ -207,9 +219,11 @@ pub struct ServiceSpec {
     /// How long it may take to stop after SIGTERM before SIGKILL (s).
     #[serde(default = "default_stop_timeout")]
     pub stop_timeout_s: f64,
-    /// The readiness probe.
-    #[serde(default)]
-    pub probe: Probe,
+    /// The readiness probe; none given: the kind's own
+    /// ([`ServiceKind::default_probe`]). Kept optional so that an explicit
+    /// choice can be told from the default and honoured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
     /// For `kind = "command"`: the program and its arguments (template
     /// variables allowed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -415,7 +429,7 @@ impl ServiceSpec {
                 return Err(self.err(key, format!("{v} is not a time from 0 to 3600 s")));
             }
         }
-        if let Probe::Http(path) = &self.probe {
+        if let Some(Probe::Http(path)) = &self.probe {
             if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return Err(self.err(
                     "probe",
@@ -533,6 +547,13 @@ impl ServiceSpec {
             || self.secrets.contains_key(name)
     }
 
+    /// The readiness probe: the one given, else the kind's default.
+    pub fn probe(&self) -> Probe {
+        self.probe
+            .clone()
+            .unwrap_or_else(|| self.kind.default_probe())
+    }
+
     /// Checks the spec, reads its template (`base_dir`: the study file's
     /// directory, for relative paths) and checks that every variable the
     /// template and `argv` use is set — all before anything starts.
@@ -546,11 +567,7 @@ impl ServiceSpec {
             }
         }
         spec.validate()?;
-        // A listening socket is not a serving smbd: Samba is probed with
-        // an SMB negotiate whatever the (default) probe said.
-        if spec.kind == ServiceKind::Samba {
-            spec.probe = Probe::Smb;
-        }
+        spec.probe = Some(spec.probe());
         let template = match spec.config.as_deref().or(spec.kind.default_template()) {
             None => None,
             Some(name) => Some(match SHIPPED.iter().find(|(n, _)| *n == name) {
@@ -660,7 +677,8 @@ mod tests {
         assert_eq!(s.host, "local");
         assert_eq!(s.bind, IpAddr::V4(Ipv4Addr::LOCALHOST));
         assert_eq!(s.port, 0);
-        assert_eq!(s.probe, Probe::Tcp);
+        assert_eq!(s.probe, None);
+        assert_eq!(s.probe(), Probe::Tcp);
         assert_eq!(s.restart, Restart::Never);
         assert_eq!(s.ready_timeout_s, DEFAULT_READY_TIMEOUT_S);
         s.validate().unwrap();
@@ -690,7 +708,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.cpus, Some(vec![0, 1]));
-        assert_eq!(s.probe, Probe::Http("/index.html".into()));
+        assert_eq!(s.probe, Some(Probe::Http("/index.html".into())));
         assert_eq!(s.restart, Restart::Point);
         assert_eq!(s.secrets["password"], SecretSource::Env("PW".into()));
         let plan = s.plan(Path::new("/study")).unwrap();
@@ -789,7 +807,13 @@ mod tests {
         check("name='mq'\nkind='rabbitmq'\nprobe='amqp'\nvars={amqp_user='u'}\nsecrets={password={env='P'}}")
             .unwrap();
         let s = parse("name='mq'\nkind='rabbitmq'\nprobe='amqp'").unwrap();
-        assert_eq!(s.probe, Probe::Amqp);
+        assert_eq!(s.probe, Some(Probe::Amqp));
+        let s = parse("name='mq'\nkind='rabbitmq'").unwrap();
+        assert_eq!(
+            s.probe(),
+            Probe::Amqp,
+            "a broker's default probe speaks AMQP"
+        );
     }
 
     #[test]
