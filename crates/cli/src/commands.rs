@@ -123,6 +123,16 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     w.rows
                 )?;
             }
+            for c in s.configurations.iter().filter(|c| !c.hosts.is_empty()) {
+                let moved: Vec<String> =
+                    c.hosts.iter().map(|(a, b)| format!("{a} → {b}")).collect();
+                writeln!(
+                    std::io::stdout(),
+                    "  configuration {}: runs on other hosts: {}",
+                    c.name,
+                    moved.join(", ")
+                )?;
+            }
             if !s.steps.is_empty() {
                 use benchlab_core::study::StepStatus;
                 let count =
