@@ -126,13 +126,20 @@ impl Run<'_> {
             controller_host: &hostname(),
         })?;
         for (i, c) in study.configurations.iter().enumerate() {
+            let mut spec =
+                serde_json::json!({ "server": c.server, "client": c.client, "env": c.env });
+            // Only a configuration that moves hosts says so: the record of
+            // every other stays as it was.
+            if !c.hosts.is_empty() {
+                spec["hosts"] = serde_json::json!(c.hosts);
+            }
             store.add_configuration(
                 run_id,
                 &ConfigRow {
                     idx: i,
                     name: c.name.clone(),
                     description: c.description.clone(),
-                    spec: serde_json::json!({ "server": c.server, "client": c.client, "env": c.env, "hosts": c.hosts }),
+                    spec,
                 },
             )?;
         }
