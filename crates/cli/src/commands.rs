@@ -307,6 +307,18 @@ fn testbed(action: crate::TestbedAction) -> Result<i32> {
                     h.name, h.netns, h.address, h.prefix_len, h.interface
                 )?;
             }
+            for (i, l) in spec.links.iter().enumerate() {
+                writeln!(
+                    out,
+                    "  link {} {} <-> {} {} /{} ({})",
+                    l.hosts[0],
+                    l.address(0),
+                    l.hosts[1],
+                    l.address(1),
+                    l.subnet.prefix_len,
+                    benchlab_testbed::spec::link_interface(&bed.name, i)
+                )?;
+            }
             for n in &bed.notes {
                 writeln!(out, "  note: {n}")?;
             }
