@@ -961,3 +961,149 @@ fn a_relayed_delay_shows_up_in_the_fastest_web_request() {
         "the fastest request rose {rise} µs; the relay held {floor} µs at least, {typical} µs typically"
     );
 }
+
+/// Bytes a test-bed host's interfaces have received and sent (loopback
+/// left out), read from inside its namespace.
+fn link_bytes(bed: &Bed, host: &str) -> (u64, u64) {
+    let out = bed
+        .exec(host, "sh")
+        .args([
+            "-c",
+            "for d in /sys/class/net/*; do [ \"${d##*/}\" = lo ] || echo $(cat $d/statistics/rx_bytes) $(cat $d/statistics/tx_bytes); done",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut w = l.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+            (w.next().unwrap(), w.next().unwrap())
+        })
+        .fold((0, 0), |(r, t), (a, b)| (r + a, t + b))
+}
+
+/// Issue 11, item 4: a configuration's `hosts` map moves its points and
+/// its services to other hosts. Each host is a namespace of its own, so
+/// its link counters say what ran there whatever benchlab records: a
+/// stream's server and a web server each move megabytes, the preflight's
+/// probe a few kilobytes. Were the map ignored, the mapped hosts would see
+/// only the probe; were it applied to both configurations, the study's
+/// own hosts would.
+#[test]
+fn a_configuration_host_map_moves_points_and_services() {
+    let _serial = serial();
+    require_root_and_iproute2!();
+    if benchlab_testkit::find_program("nginx").is_none() {
+        return benchlab_testkit::missing("nginx (scripts/setup.sh installs it)");
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(
+        &s,
+        &bed_name('m'),
+        "topology = \"bridge\"\nsubnet = \"10.239.0.0/24\"\n\
+         [[testbed.host]]\nname = \"s1\"\n[[testbed.host]]\nname = \"s2\"\n\
+         [[testbed.host]]\nname = \"w1\"\n[[testbed.host]]\nname = \"w2\"\n\
+         [[testbed.host]]\nname = \"gen\"\n",
+    );
+    let study = s.study(
+        "moved.toml",
+        &format!(
+            "[study]\nname = \"moved\"\n[defaults]\nrepetitions = 1\nduration_s = 0.5\nwarmup_s = 0\nquiesce_s = 0\n\
+             [[configuration]]\nname = \"bridged\"\n\
+             [[configuration]]\nname = \"direct\"\nhosts = {{ srv = \"srv-direct\", www = \"www-direct\" }}\n\
+             [[host]]\nname = \"srv\"\nnetns = \"{}\"\naddress = \"10.239.0.1\"\n\
+             [[host]]\nname = \"srv-direct\"\nnetns = \"{}\"\naddress = \"10.239.0.2\"\n\
+             [[host]]\nname = \"www\"\nnetns = \"{}\"\naddress = \"10.239.0.3\"\n\
+             [[host]]\nname = \"www-direct\"\nnetns = \"{}\"\naddress = \"10.239.0.4\"\n\
+             [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.239.0.5\"\n\
+             [[service]]\nname = \"web\"\nkind = \"nginx\"\nhost = \"www\"\n\
+             [[workload]]\nkind = \"net.stream\"\nserver = \"srv\"\n\
+             [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = 1\nfile_set = \"single\"\nfile_size = \"64KiB\"\nkeep_alive = true\n",
+            bed.ns("s1"),
+            bed.ns("s2"),
+            bed.ns("w1"),
+            bed.ns("w2"),
+            bed.ns("gen")
+        ),
+    );
+    let check = s.run_ok(&["check", study.to_str().unwrap()]);
+    assert!(
+        check.contains(
+            "configuration direct: runs on other hosts: srv → srv-direct, www → www-direct"
+        ),
+        "{check}"
+    );
+    let before: Vec<(u64, u64)> = ["s1", "s2", "w1", "w2"]
+        .iter()
+        .map(|h| link_bytes(&bed, h))
+        .collect();
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    const MB: u64 = 1 << 20;
+    for (i, (host, what)) in [
+        ("s1", "the stream of `bridged`"),
+        ("s2", "the stream of `direct`"),
+        ("w1", "the web server of `bridged`"),
+        ("w2", "the web server of `direct`"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (rx, tx) = link_bytes(&bed, host);
+        let (rx, tx) = (rx - before[i].0, tx - before[i].1);
+        // A stream's server receives, a web server sends.
+        let moved = if host.starts_with('s') { rx } else { tx };
+        assert!(
+            moved > MB,
+            "{host} moved {moved} bytes (received {rx}, sent {tx}): {what} did not run there"
+        );
+    }
+    let j = s.json("1");
+    let points = j["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "two workloads × two configurations");
+    for p in points {
+        assert!(
+            p["metrics"].as_object().is_some_and(|m| !m.is_empty()),
+            "{p}"
+        );
+    }
+    // Where each configuration ran is on the record: its map, the
+    // services' hosts and the appendix's roles.
+    let configs = j["configurations"].as_array().unwrap();
+    assert!(
+        configs[0]["spec"]
+            .get("hosts")
+            .is_none_or(|h| h.as_object().unwrap().is_empty()),
+        "{}",
+        configs[0]
+    );
+    assert_eq!(configs[1]["spec"]["hosts"]["www"], "www-direct");
+    let db = rusqlite::Connection::open(s.db()).unwrap();
+    let services: Vec<(i64, String)> = db
+        .prepare("SELECT config_idx, json_extract(description, '$.host') FROM service ORDER BY config_idx")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        services,
+        [(0, "www".to_string()), (1, "www-direct".to_string())]
+    );
+    let roles: std::collections::BTreeMap<String, String> = db
+        .prepare("SELECT name, roles FROM host")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(roles["srv"], "server in bridged", "{roles:?}");
+    assert_eq!(roles["srv-direct"], "server in direct", "{roles:?}");
+    assert_eq!(
+        roles["www-direct"], "server in direct,service in direct",
+        "{roles:?}"
+    );
+    assert_eq!(roles["generator"], "client", "{roles:?}");
+    for h in ["s1", "s2", "w1", "w2"] {
+        assert!(bed.pids(h).is_empty(), "a process left in {h}");
+    }
+}

@@ -253,6 +253,7 @@ fn shipped_studies_validate() {
         "seed-001-iozone",
         "seed-002-pingpong",
         "seed-002-realtime",
+        "seed-003-broker",
     ] {
         let out = s.run_ok(&["check", dir.join(format!("{seed}.toml")).to_str().unwrap()]);
         assert!(
@@ -260,6 +261,22 @@ fn shipped_studies_validate() {
             "{seed}: {out}"
         );
     }
+    // Seed 003's bridged vs passthrough networking: the same brokers,
+    // reached through the test bed's bridge or over direct links.
+    let out = s.run_ok(&["check", dir.join("seed-003-broker.toml").to_str().unwrap()]);
+    assert!(
+        out.contains("2 configuration(s)")
+            && out.contains(
+                "configuration direct: runs on other hosts: b1 → b1-direct, b2 → b2-direct"
+            ),
+        "{out}"
+    );
+    let bed = benchlab_testbed::parse_spec(
+        "seed-003-broker.toml",
+        &std::fs::read_to_string(dir.join("seed-003-broker.toml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(bed.links.len(), 2, "a direct link to each broker");
     let out = s.run_ok(&["check", dir.join("seed-000-network.toml").to_str().unwrap()]);
     assert!(
         out.contains("steps of the reproduced study on record: 19 (6 applied, 8 approximated, 5 not possible here)"),

@@ -123,6 +123,16 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     w.rows
                 )?;
             }
+            for c in s.configurations.iter().filter(|c| !c.hosts.is_empty()) {
+                let moved: Vec<String> =
+                    c.hosts.iter().map(|(a, b)| format!("{a} → {b}")).collect();
+                writeln!(
+                    std::io::stdout(),
+                    "  configuration {}: runs on other hosts: {}",
+                    c.name,
+                    moved.join(", ")
+                )?;
+            }
             if !s.steps.is_empty() {
                 use benchlab_core::study::StepStatus;
                 let count =
@@ -295,6 +305,18 @@ fn testbed(action: crate::TestbedAction) -> Result<i32> {
                     out,
                     "  host {:<12} netns {:<20} address {}/{} ({})",
                     h.name, h.netns, h.address, h.prefix_len, h.interface
+                )?;
+            }
+            for (i, l) in spec.links.iter().enumerate() {
+                writeln!(
+                    out,
+                    "  link {} {} <-> {} {} /{} ({})",
+                    l.hosts[0],
+                    l.address(0),
+                    l.hosts[1],
+                    l.address(1),
+                    l.subnet.prefix_len,
+                    benchlab_testbed::spec::link_interface(&bed.name, i)
                 )?;
             }
             for n in &bed.notes {

@@ -86,15 +86,8 @@ pub(crate) fn restore(study: Option<&Path>, hosts: &crate::HostArgs) -> Result<i
     let s = crate::commands::load_study(path, &reg, hosts)?;
     let never = AtomicBool::new(false);
     let mut code = 0;
-    let mut used: Vec<&str> = Vec::new();
-    for w in &s.workloads {
-        for h in w.servers.iter().chain(&w.client_hosts) {
-            if !used.contains(&h.as_str()) {
-                used.push(h);
-            }
-        }
-    }
-    for name in used {
+    // Every configuration's hosts: a profile applies on each of them.
+    for name in s.used_hosts() {
         let host = s.host(name);
         let mut agent = match benchlab_engine::spawn_for_restore(host) {
             Ok(a) => a,

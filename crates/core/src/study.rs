@@ -8,6 +8,7 @@
 use std::fmt;
 use std::ops::Range;
 
+mod hostmap;
 mod lab;
 mod services;
 
@@ -155,6 +156,23 @@ pub struct Configuration {
     pub client: Placement,
     /// Profile, shielding and background load.
     pub env: EnvSpec,
+    /// `hosts = { b1 = "b1-direct" }`: within this configuration, every
+    /// workload side and service placed on a key's host runs on the
+    /// mapped host instead (seed 003's bridged vs passthrough networking
+    /// as two test beds). Workloads and reports keep the study's names
+    /// (`metric@b1`), so the configurations' columns line up; empty: the
+    /// study's hosts as they are. Plans stored before this key read as
+    /// empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub hosts: std::collections::BTreeMap<String, String>,
+}
+
+impl Configuration {
+    /// The host that a side or service the study places on `name` runs
+    /// on in this configuration (`name` itself unless `hosts` maps it).
+    pub fn host<'a>(&'a self, name: &'a str) -> &'a str {
+        self.hosts.get(name).map(String::as_str).unwrap_or(name)
+    }
 }
 
 /// How the controller reaches a host's agent.
@@ -783,6 +801,7 @@ const CONFIG_KEYS: &[&str] = &[
     "shield",
     "load",
     "service",
+    "hosts",
 ];
 const PLACEMENT_KEYS: &[&str] = &[
     "cpus",
@@ -846,6 +865,7 @@ impl Study {
         let host_names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
         let services = cx.configured_services(doc, &host_names, &mut configs, registry)?;
         let workloads = cx.workloads(doc, &defaults, &configs, &host_names, &services, registry)?;
+        cx.host_maps(&mut configs, &host_names, &workloads, &services)?;
         let Header {
             name,
             description,
@@ -866,6 +886,31 @@ impl Study {
             services,
             steps,
         })
+    }
+
+    /// Every host a workload side or a managed service runs on in any
+    /// configuration (the study's names after each configuration's
+    /// `hosts` map), each once, in order of first use.
+    pub fn used_hosts(&self) -> Vec<&str> {
+        let mut used: Vec<&str> = Vec::new();
+        for c in &self.configurations {
+            let sides = self
+                .workloads
+                .iter()
+                .flat_map(|w| w.servers.iter().chain(&w.client_hosts));
+            // Configuration services carry their mapped hosts already.
+            let services = c
+                .services
+                .iter()
+                .filter(|d| d.address.is_none())
+                .map(|d| d.host.as_str());
+            for h in sides.map(|h| c.host(h)).chain(services) {
+                if !used.contains(&h) {
+                    used.push(h);
+                }
+            }
+        }
+        used
     }
 
     /// A host by name (every name a workload uses exists).
@@ -1348,6 +1393,9 @@ struct Configs<'i> {
     list: Vec<Configuration>,
     sets: Vec<Vec<(String, Val<'i>)>>,
     services: Vec<Option<Val<'i>>>,
+    /// Each configuration's `hosts` table, read once the hosts and
+    /// workloads are known.
+    hosts: Vec<Option<Val<'i>>>,
 }
 
 impl Ctx<'_> {
@@ -1466,6 +1514,7 @@ impl Ctx<'_> {
         let mut configurations = Vec::new();
         let mut config_sets: Vec<Vec<(String, Val)>> = Vec::new();
         let mut config_services: Vec<Option<Val>> = Vec::new();
+        let mut config_hosts: Vec<Option<Val>> = Vec::new();
         if let Some(v) = doc.get("configuration") {
             let items = match v.get_ref() {
                 DeValue::Array(a) => a,
@@ -1527,6 +1576,7 @@ impl Ctx<'_> {
                 }
                 config_sets.push(set);
                 config_services.push(t.get("service").cloned());
+                config_hosts.push(t.get("hosts").cloned());
                 let env = self.env(t, &path)?;
                 let [server, client] = sides;
                 configurations.push(Configuration {
@@ -1536,11 +1586,13 @@ impl Ctx<'_> {
                     server,
                     client,
                     env,
+                    hosts: Default::default(),
                 });
             }
         }
         if configurations.is_empty() {
             config_services.push(None);
+            config_hosts.push(None);
             configurations.push(Configuration {
                 services: Vec::new(),
                 name: "default".into(),
@@ -1548,6 +1600,7 @@ impl Ctx<'_> {
                 server: Placement::default(),
                 client: Placement::default(),
                 env: EnvSpec::default(),
+                hosts: Default::default(),
             });
             config_sets.push(Vec::new());
         }
@@ -1556,6 +1609,7 @@ impl Ctx<'_> {
             list: configurations,
             sets: config_sets,
             services: config_services,
+            hosts: config_hosts,
         })
     }
 

@@ -381,35 +381,69 @@ impl Pool {
         let mut notes = Vec::new();
         let mut pending_restore = false;
         let mut boot_ids = Vec::new();
-        let mut roles: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        // Every configuration's hosts (its `hosts` map applied): a host
+        // only one configuration moves a side to is checked before the
+        // first point too. Each role remembers the configurations that
+        // give it, for the appendix.
+        let mut uses: BTreeMap<String, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
         let mut pairs: Vec<(String, String)> = Vec::new();
         let mut slots: BTreeMap<String, usize> = BTreeMap::new();
-        for w in &study.workloads {
-            for s in &w.servers {
-                roles.entry(s.clone()).or_default().push("server");
-                for c in &w.client_hosts {
-                    let pair = (c.clone(), s.clone());
-                    if !pairs.contains(&pair) {
-                        pairs.push(pair);
+        let mut add = |host: &str, role: &'static str, config: usize| {
+            let c = uses
+                .entry(host.to_string())
+                .or_default()
+                .entry(role)
+                .or_default();
+            if !c.contains(&config) {
+                c.push(config);
+            }
+        };
+        for (ci, config) in study.configurations.iter().enumerate() {
+            for w in &study.workloads {
+                for s in w.servers.iter().map(|s| config.host(s)) {
+                    add(s, "server", ci);
+                    for c in w.client_hosts.iter().map(|c| config.host(c)) {
+                        let pair = (c.to_string(), s.to_string());
+                        if !pairs.contains(&pair) {
+                            pairs.push(pair);
+                        }
                     }
                 }
-            }
-            for c in &w.client_hosts {
-                roles.entry(c.clone()).or_default().push("client");
-                let n = slots.entry(c.clone()).or_default();
-                *n = (*n).max(w.servers.len());
-            }
-        }
-        // A managed service's host is reached even when no workload names
-        // it (its service is still checked, started and stopped there).
-        for c in &study.configurations {
-            for d in c.services.iter().filter(|d| d.address.is_none()) {
-                let r = roles.entry(d.host.clone()).or_default();
-                if !r.contains(&"service") {
-                    r.push("service");
+                for c in w.client_hosts.iter().map(|c| config.host(c)) {
+                    add(c, "client", ci);
+                    let n = slots.entry(c.to_string()).or_default();
+                    *n = (*n).max(w.servers.len());
                 }
             }
+            // A managed service's host is reached even when no workload
+            // names it (its service is still checked, started and stopped
+            // there); configuration services carry their mapped hosts.
+            for d in config.services.iter().filter(|d| d.address.is_none()) {
+                add(&d.host, "service", ci);
+            }
         }
+        let roles: BTreeMap<String, Vec<&str>> = uses
+            .iter()
+            .map(|(h, r)| (h.clone(), r.keys().copied().collect()))
+            .collect();
+        let all = study.configurations.len();
+        let role_text = |host: &str| -> String {
+            uses[host]
+                .iter()
+                .map(|(role, configs)| {
+                    if configs.len() == all {
+                        role.to_string()
+                    } else {
+                        let names: Vec<&str> = configs
+                            .iter()
+                            .map(|&i| study.configurations[i].name.as_str())
+                            .collect();
+                        format!("{role} in {}", names.join(" and "))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let mut pool = Pool {
             hosts: study
                 .hosts
@@ -529,10 +563,7 @@ impl Pool {
                 }
             }
             if let Some(inv) = inventory {
-                let mut r: Vec<&str> = rs.clone();
-                r.sort_unstable();
-                r.dedup();
-                inventories.push((host.clone(), r.join(","), inv));
+                inventories.push((host.clone(), role_text(host), inv));
             }
         }
         if problems.is_empty() {

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use benchlab_agent::{AgentError, AgentHandle, Request, Response};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
 use benchlab_core::resolved::ResolvedPlan;
-use benchlab_core::study::WorkloadEntry;
+use benchlab_core::study::{Configuration, WorkloadEntry};
 use benchlab_core::study::{OnError, Study};
 use benchlab_core::units::now_rfc3339;
 use benchlab_core::{
@@ -126,13 +126,20 @@ impl Run<'_> {
             controller_host: &hostname(),
         })?;
         for (i, c) in study.configurations.iter().enumerate() {
+            let mut spec =
+                serde_json::json!({ "server": c.server, "client": c.client, "env": c.env });
+            // Only a configuration that moves hosts says so: the record of
+            // every other stays as it was.
+            if !c.hosts.is_empty() {
+                spec["hosts"] = serde_json::json!(c.hosts);
+            }
             store.add_configuration(
                 run_id,
                 &ConfigRow {
                     idx: i,
                     name: c.name.clone(),
                     description: c.description.clone(),
-                    spec: serde_json::json!({ "server": c.server, "client": c.client, "env": c.env }),
+                    spec,
                 },
             )?;
         }
@@ -701,7 +708,13 @@ struct ClientJob {
 /// The client sides of a repetition: for a clients-axis workload, the
 /// point's `clients` spread evenly over the client hosts, for each target;
 /// otherwise one client per target on the client host.
-fn client_jobs(wl: &dyn Workload, entry: &WorkloadEntry, params: &Params) -> Vec<ClientJob> {
+/// `config` says which hosts the client sides run on (its `hosts` map).
+fn client_jobs(
+    wl: &dyn Workload,
+    entry: &WorkloadEntry,
+    config: &Configuration,
+    params: &Params,
+) -> Vec<ClientJob> {
     let mut jobs = Vec::new();
     for target in 0..entry.servers.len() {
         if wl.clients_axis() {
@@ -710,7 +723,7 @@ fn client_jobs(wl: &dyn Workload, entry: &WorkloadEntry, params: &Params) -> Vec
             for (host, share) in entry.client_hosts.iter().zip(shares) {
                 jobs.push(ClientJob {
                     target,
-                    host: host.clone(),
+                    host: config.host(host).to_string(),
                     slot: target,
                     share,
                 });
@@ -718,7 +731,7 @@ fn client_jobs(wl: &dyn Workload, entry: &WorkloadEntry, params: &Params) -> Vec
         } else {
             jobs.push(ClientJob {
                 target,
-                host: entry.client.clone(),
+                host: config.host(&entry.client).to_string(),
                 slot: target,
                 share: ClientShare::default(),
             });
@@ -745,6 +758,9 @@ impl Engine<'_> {
         let wl = reg
             .get(&entry.kind)
             .ok_or_else(|| UnitError::Skipped(format!("unknown workload {}", entry.kind)))?;
+        // The study's names label the targets (`metric@b1`, alike in every
+        // configuration); the configuration's map says where each runs.
+        let config = &study.configurations[point.config];
         let targets = &entry.servers;
         let many = targets.len() > 1;
         let who = |side: &str, host: &str| {
@@ -758,7 +774,7 @@ impl Engine<'_> {
 
         // Server sides: benchlab's own, or the services' addresses.
         let mut addrs: Vec<Option<SocketAddr>> = Vec::new();
-        for (i, host) in targets.iter().enumerate() {
+        for (i, target) in targets.iter().enumerate() {
             if let Some(t) = services.get(i) {
                 addrs.push(Some(t.address));
                 continue;
@@ -767,6 +783,7 @@ impl Engine<'_> {
                 addrs.push(None);
                 continue;
             }
+            let host = config.host(target);
             let req = Request::Serve {
                 kind: entry.kind.clone(),
                 params: point.params.clone(),
@@ -793,7 +810,7 @@ impl Engine<'_> {
         }
 
         // Client sides, all at once.
-        let jobs = client_jobs(wl, entry, &point.params);
+        let jobs = client_jobs(wl, entry, config, &point.params);
         let gated = wl.clients_axis();
         let expected = wl.expected_duration(&point.params);
         let mut agents: Vec<AgentHandle> = Vec::new();
@@ -895,7 +912,8 @@ impl Engine<'_> {
         // Collect every server, even after a client failure, so none is left
         // waiting (with a short limit then: it has nothing more to wait for).
         let mut server_results: Vec<Option<SideResult>> = Vec::new();
-        for (i, (host, client)) in targets.iter().zip(&client_results).enumerate() {
+        for (i, (target, client)) in targets.iter().zip(&client_results).enumerate() {
+            let host = config.host(target);
             if !services.is_empty() {
                 server_results.push(match (before.get(i), after.get(i)) {
                     (Some(Some(b)), Some(Some(a))) => Some(services::observed(b, a)),
@@ -1121,7 +1139,7 @@ mod tests {
             .points
             .iter()
             .map(|p| {
-                client_jobs(wl, entry, &p.params)
+                client_jobs(wl, entry, &s.configurations[p.config], &p.params)
                     .into_iter()
                     .map(|j| {
                         (
@@ -1219,6 +1237,21 @@ local = true
                 (1, g("gen1"), 1, 0, 2, 3),
                 (1, g("gen2"), 1, 2, 1, 3),
             ]]
+        );
+    }
+
+    #[test]
+    fn a_configuration_host_map_moves_its_client_jobs_only() {
+        let text = format!(
+            "{HOSTS}\n[[configuration]]\nname = \"moved\"\nhosts = {{ gen1 = \"gen3\" }}\n[[workload]]\nkind = \"fake.clients\"\nclient = [\"gen1\", \"gen2\"]\nclients = 2\n"
+        );
+        let g = |h: &str| h.to_string();
+        assert_eq!(
+            jobs_per_point(&text),
+            [
+                vec![(0, g("gen1"), 0, 0, 1, 2), (0, g("gen2"), 0, 1, 1, 2)],
+                vec![(0, g("gen3"), 0, 0, 1, 2), (0, g("gen2"), 0, 1, 1, 2)],
+            ]
         );
     }
 

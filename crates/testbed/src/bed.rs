@@ -11,6 +11,10 @@
 //! and a bed's subnet cannot clash with the machine's own networks. Veths
 //! keep the default MTU of 1500, set explicitly.
 //!
+//! `[[testbed.link]]` adds a veth pair straight between two hosts, named
+//! `<testbed>_l<i>` in both namespaces, on the link's own subnet: a second,
+//! direct path beside the topology's (unshaped).
+//!
 //! `rate_mbit` puts a tc tbf on the host's veth end (host → network) and on
 //! the end facing the host (network → host), so both directions are limited.
 //! In a `direct` bed the one link carries both hosts' limits: each end gets
@@ -980,6 +984,36 @@ fn build(
                 ends.push((h.netns.clone(), h.interface.clone()));
                 ends.push((sw.to_string(), port));
             }
+        }
+    }
+
+    // Extra direct links, beside the topology's: each end an address on
+    // the link's own subnet, which the kernel routes through that link.
+    for (i, link) in spec.links.iter().enumerate() {
+        let dev = spec::link_interface(&spec.name, i);
+        let ns: Vec<String> = link
+            .hosts
+            .iter()
+            .map(|h| spec::host_netns(&spec.name, h))
+            .collect();
+        rec.create(
+            Object::Veth {
+                netns: ns[0].clone(),
+                name: dev.clone(),
+                peer_netns: ns[1].clone(),
+                peer: dev.clone(),
+            },
+            || add_veth(&ns[0], &dev, &ns[1], &dev),
+        )?;
+        for (end, netns) in ns.iter().enumerate() {
+            host_address(&HostInfo {
+                name: link.hosts[end].clone(),
+                netns: netns.clone(),
+                address: link.address(end),
+                prefix_len: link.subnet.prefix_len,
+                interface: dev.clone(),
+            })?;
+            ends.push((netns.clone(), dev.clone()));
         }
     }
 

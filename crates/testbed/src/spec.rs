@@ -19,6 +19,7 @@
 //! | host's veth end | `<testbed>-<host>` | the host's namespace |
 //! | switch's veth end (bridge topology) | `<testbed>-<host>-s` | the switch namespace |
 //! | bridge | `<testbed>-br` | the switch namespace |
+//! | link `i`'s veth ends (`[[testbed.link]]`) | `<testbed>_l<i>` | both hosts' namespaces |
 //!
 //! Linux interface names have at most 15 characters (`IFNAMSIZ` − 1), so the
 //! test bed's name and a host's name may together have at most
@@ -199,7 +200,38 @@ pub struct TestbedSpec {
     /// The hosts, in file order (`[[testbed.host]]`).
     #[serde(rename = "host")]
     pub hosts: Vec<HostSpec>,
+    /// Extra point-to-point links (`[[testbed.link]]`), beside the
+    /// topology's: a second, direct path between two hosts. State files
+    /// written before links existed read as none.
+    #[serde(default, rename = "link", skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkSpec>,
 }
+
+/// One `[[testbed.link]]`: a veth pair straight between two hosts of the
+/// bed, on a subnet of its own, so that one bed offers a bridged and a
+/// direct path between the same namespaces (seed 003's bridged vs PCI
+/// passthrough networking). Not shaped: a host's `rate_mbit` and
+/// `delay_ms` stay on its topology link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// The two hosts it joins; the first gets `subnet`'s first address.
+    pub hosts: [String; 2],
+    /// The link's own network (`"10.203.1.0/30"`), apart from the bed's
+    /// and every other link's.
+    pub subnet: Subnet,
+}
+
+impl LinkSpec {
+    /// The address of end `end` (0 or 1) of the link.
+    pub fn address(&self, end: usize) -> Ipv4Addr {
+        self.subnet.host(end as u32 + 1)
+    }
+}
+
+/// Most `[[testbed.link]]`s of a bed (interface names `<testbed>_l<i>`
+/// stay within Linux's 15 characters).
+pub const MAX_LINKS: usize = 100;
 
 /// Why a `[testbed]` table was refused.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -224,8 +256,9 @@ pub enum SpecError {
     },
 }
 
-const TESTBED_KEYS: &[&str] = &["name", "topology", "subnet", "host"];
+const TESTBED_KEYS: &[&str] = &["name", "topology", "subnet", "host", "link"];
 const HOST_KEYS: &[&str] = &["name", "rate_mbit", "delay_ms"];
+const LINK_KEYS: &[&str] = &["hosts", "subnet"];
 
 /// Reads the `[testbed]` table of `text` (a study file or a file of its own;
 /// other top-level keys are ignored) and validates it. `file_name` is used in
@@ -332,14 +365,75 @@ pub fn parse_spec(file_name: &str, text: &str) -> Result<TestbedSpec, SpecError>
             delay_ms,
         });
     }
+    let links = match tb.get("link") {
+        None => Vec::new(),
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| parse_link(i, v).map_err(|(k, m)| key_err(k, m)))
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(key_err(
+                "testbed.link".into(),
+                format!(
+                    "must be an array of tables ([[testbed.link]]), got {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
     let spec = TestbedSpec {
         name,
         topology,
         subnet,
         hosts,
+        links,
     };
     spec.validate(file_name)?;
     Ok(spec)
+}
+
+/// One `[[testbed.link]]` (0-based `i`); an error is (key, message).
+fn parse_link(i: usize, value: &toml::Value) -> Result<LinkSpec, (String, String)> {
+    let prefix = format!("testbed.link[{}]", i + 1);
+    let table = value.as_table().ok_or_else(|| {
+        (
+            prefix.clone(),
+            format!(
+                "must be a table ([[testbed.link]]), got {}",
+                value.type_str()
+            ),
+        )
+    })?;
+    for key in table.keys() {
+        if !LINK_KEYS.contains(&key.as_str()) {
+            return Err((
+                format!("{prefix}.{key}"),
+                format!("unknown key; allowed: {}", LINK_KEYS.join(", ")),
+            ));
+        }
+    }
+    let hosts_key = format!("{prefix}.hosts");
+    let two = "must be a list of two host names of this bed, e.g. [\"gen\", \"b1\"]";
+    let hosts = match table.get("hosts") {
+        Some(toml::Value::Array(a)) if a.len() == 2 => match (&a[0], &a[1]) {
+            (toml::Value::String(x), toml::Value::String(y)) => [x.clone(), y.clone()],
+            _ => return Err((hosts_key, two.into())),
+        },
+        None => return Err((hosts_key, format!("missing; {two}"))),
+        Some(_) => return Err((hosts_key, two.into())),
+    };
+    let subnet_key = format!("{prefix}.subnet");
+    let subnet = get_str(table, "subnet", &prefix)
+        .map_err(|m| (subnet_key.clone(), m))?
+        .parse()
+        .map_err(|m: String| {
+            (
+                subnet_key,
+                format!("{m} (expected the link's own network, such as \"10.203.1.0/30\")"),
+            )
+        })?;
+    Ok(LinkSpec { hosts, subnet })
 }
 
 fn get_str(table: &toml::Table, key: &str, context: &str) -> Result<String, String> {
@@ -470,6 +564,87 @@ impl TestbedSpec {
                 }
             }
         }
+        self.validate_links(file)
+    }
+
+    /// The `[[testbed.link]]` rules: at most [`MAX_LINKS`], each between
+    /// two different hosts of the bed, once per pair, on a subnet that
+    /// overlaps neither the bed's nor another link's (the routes would
+    /// clash).
+    fn validate_links(&self, file: &str) -> Result<(), SpecError> {
+        let err = |key: String, message: String| SpecError::Key {
+            file: file.to_string(),
+            key,
+            message,
+        };
+        if self.links.len() > MAX_LINKS {
+            return Err(err(
+                "testbed.link".into(),
+                format!("{} links; allowed: at most {MAX_LINKS}", self.links.len()),
+            ));
+        }
+        let names: Vec<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
+        let overlap = |a: &Subnet, b: &Subnet| {
+            let len = a.prefix_len.min(b.prefix_len);
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            u32::from(a.network) & mask == u32::from(b.network) & mask
+        };
+        for (i, link) in self.links.iter().enumerate() {
+            let key = |k: &str| format!("testbed.link[{}].{k}", i + 1);
+            for h in &link.hosts {
+                if !names.contains(&h.as_str()) {
+                    return Err(err(
+                        key("hosts"),
+                        format!(
+                            "`{h}` is not a host of this bed; hosts: {}",
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            }
+            if link.hosts[0] == link.hosts[1] {
+                return Err(err(
+                    key("hosts"),
+                    format!("joins `{}` to itself; name two hosts", link.hosts[0]),
+                ));
+            }
+            let same_pair = |l: &LinkSpec| {
+                l.hosts == link.hosts
+                    || (l.hosts[0] == link.hosts[1] && l.hosts[1] == link.hosts[0])
+            };
+            if self.links[..i].iter().any(same_pair) {
+                return Err(err(
+                    key("hosts"),
+                    format!(
+                        "`{}` and `{}` are joined by an earlier link already",
+                        link.hosts[0], link.hosts[1]
+                    ),
+                ));
+            }
+            if overlap(&link.subnet, &self.subnet) {
+                return Err(err(
+                    key("subnet"),
+                    format!(
+                        "{} overlaps the bed's subnet {}; give the link a network of its own",
+                        link.subnet, self.subnet
+                    ),
+                ));
+            }
+            if let Some(j) = self.links[..i]
+                .iter()
+                .position(|l| overlap(&l.subnet, &link.subnet))
+            {
+                return Err(err(
+                    key("subnet"),
+                    format!(
+                        "{} overlaps testbed.link[{}]'s {}; give each link a network of its own",
+                        link.subnet,
+                        j + 1,
+                        self.links[j].subnet
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -503,6 +678,12 @@ pub fn host_interface(testbed: &str, host: &str) -> String {
 /// `<testbed>-<host>-s`.
 pub fn switch_interface(testbed: &str, host: &str) -> String {
     format!("{testbed}-{host}-s")
+}
+
+/// Link `index`'s (0-based) veth end, in each of its two hosts'
+/// namespaces: `<testbed>_l<index>` (the `_`, which no host name has, keeps it apart from a host's `<testbed>-<host>`).
+pub fn link_interface(testbed: &str, index: usize) -> String {
+    format!("{testbed}_l{index}")
 }
 
 /// The bridge, in the switch namespace: `<testbed>-br`.
@@ -544,6 +725,66 @@ mod tests {
     fn with(replace: &str, by: &str) -> String {
         assert!(DEMO.contains(replace), "{replace}");
         DEMO.replacen(replace, by, 1)
+    }
+
+    const LINKED: &str = r#"
+        [testbed]
+        name = "s3"
+        topology = "bridge"
+        subnet = "10.203.0.0/24"
+        [[testbed.host]]
+        name = "gen"
+        [[testbed.host]]
+        name = "b1"
+        [[testbed.host]]
+        name = "b2"
+        [[testbed.link]]
+        hosts = ["gen", "b1"]
+        subnet = "10.203.1.0/30"
+        [[testbed.link]]
+        hosts = ["gen", "b2"]
+        subnet = "10.203.1.4/30"
+    "#;
+
+    #[test]
+    fn links_are_read_and_checked() {
+        let spec = parse_spec("s.toml", LINKED).unwrap();
+        assert_eq!(spec.links.len(), 2);
+        assert_eq!(spec.links[1].hosts, ["gen".to_string(), "b2".to_string()]);
+        assert_eq!(spec.links[1].address(0), Ipv4Addr::new(10, 203, 1, 5));
+        assert_eq!(spec.links[1].address(1), Ipv4Addr::new(10, 203, 1, 6));
+        assert_eq!(link_interface("s3", 1), "s3_l1");
+        let bad = |from: &str, to: &str| {
+            assert!(LINKED.contains(from), "{from}");
+            let e = parse_spec("s.toml", &LINKED.replacen(from, to, 1)).unwrap_err();
+            match e {
+                SpecError::Key { key, message, .. } => (key, message),
+                other => panic!("expected a key error, got {other}"),
+            }
+        };
+        let (k, m) = bad("[\"gen\", \"b2\"]", "[\"gen\", \"b9\"]");
+        assert_eq!(k, "testbed.link[2].hosts");
+        assert!(
+            m.contains("`b9` is not a host") && m.contains("gen, b1, b2"),
+            "{m}"
+        );
+        let (k, m) = bad("[\"gen\", \"b2\"]", "[\"b2\", \"b2\"]");
+        assert_eq!(k, "testbed.link[2].hosts");
+        assert!(m.contains("to itself"), "{m}");
+        let (k, m) = bad("[\"gen\", \"b2\"]", "[\"b1\", \"gen\"]");
+        assert!(m.contains("earlier link"), "{k}: {m}");
+        let (k, m) = bad("[\"gen\", \"b2\"]", "\"gen\"");
+        assert_eq!(k, "testbed.link[2].hosts");
+        assert!(m.contains("list of two host names"), "{m}");
+        let (k, m) = bad("10.203.1.0/30", "10.203.0.0/30");
+        assert_eq!(k, "testbed.link[1].subnet");
+        assert!(m.contains("overlaps the bed's subnet"), "{m}");
+        let (k, m) = bad("10.203.1.4/30", "10.203.1.0/29");
+        assert_eq!(k, "testbed.link[2].subnet");
+        assert!(m.contains("overlaps testbed.link[1]"), "{m}");
+        let (k, m) = bad("subnet = \"10.203.1.4/30\"", "mtu = 9000");
+        assert_eq!(k, "testbed.link[2].mtu");
+        assert!(m.contains("allowed: hosts, subnet"), "{m}");
     }
 
     #[test]

@@ -362,6 +362,52 @@ fn bridge_bed_joins_three_hosts() {
     assert!(!down(&name, dir.path()).unwrap().found);
 }
 
+/// Issue 11, item 4: a `[[testbed.link]]` joins two hosts of a bridge bed
+/// straight, beside the bridge: each reaches the other at both addresses,
+/// the link's through the link (its route), and `down` removes it too.
+#[test]
+fn a_link_adds_a_direct_path_beside_the_bridge() {
+    require_root_and_iproute2!();
+    let dir = tempfile::tempdir().unwrap();
+    let name = bed_name('l');
+    let _guard = Guard(name.clone(), dir.path());
+    let text = format!(
+        "[testbed]\nname = '{name}'\ntopology = 'bridge'\nsubnet = '10.203.8.0/24'\n\
+         [[testbed.host]]\nname = 'gen'\n[[testbed.host]]\nname = 'b1'\n[[testbed.host]]\nname = 'b2'\n\
+         [[testbed.link]]\nhosts = ['gen', 'b1']\nsubnet = '10.203.9.0/30'\n"
+    );
+    let spec = parse_spec("test.toml", &text).unwrap();
+    let bed = up(&spec, dir.path()).unwrap();
+    let (gen, b1) = (bed.host("gen").unwrap(), bed.host("b1").unwrap());
+    let direct = Ipv4Addr::new(10, 203, 9, 2);
+    ping(gen, b1.address).unwrap();
+    ping(gen, direct).unwrap();
+    ping(b1, Ipv4Addr::new(10, 203, 9, 1)).unwrap();
+    let dev = format!("{name}_l0");
+    let route = run(&["ip", "-n", &gen.netns, "route", "get", &direct.to_string()]).1;
+    assert!(route.contains(&format!("dev {dev}")), "{route}");
+    let route = run(&[
+        "ip",
+        "-n",
+        &gen.netns,
+        "route",
+        "get",
+        &b1.address.to_string(),
+    ])
+    .1;
+    assert!(route.contains(&format!("dev {}", gen.interface)), "{route}");
+    // b2 has no direct path.
+    let b2 = bed.host("b2").unwrap();
+    assert!(!run(&["ip", "-o", "-n", &b2.netns, "link", "show"])
+        .1
+        .contains(&dev));
+
+    let report = down(&name, dir.path()).unwrap();
+    // 4 namespaces, 1 bridge, 3 bridge veths and the link's.
+    assert_eq!(report.removed.len(), 9, "{report:?}");
+    assert_nothing_left(&name, dir.path());
+}
+
 #[test]
 fn down_undoes_a_crashed_up_and_touches_nothing_unrecorded() {
     require_root_and_iproute2!();
