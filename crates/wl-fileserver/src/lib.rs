@@ -14,6 +14,7 @@ pub mod backend;
 pub mod latency;
 pub mod load;
 pub mod loadfile;
+pub mod ntlm;
 mod procs;
 pub mod replay;
 pub mod smb;
