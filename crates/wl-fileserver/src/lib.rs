@@ -18,5 +18,6 @@ pub mod ntlm;
 mod procs;
 pub mod replay;
 pub mod smb;
+pub mod smb1;
 
 pub use load::{FileserverLoad, LOAD, LOCAL};

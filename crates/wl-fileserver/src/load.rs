@@ -49,7 +49,7 @@ use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, Workloa
 
 use crate::loadfile::{LoadFile, ALL_OPS, N_OPS};
 use crate::replay::{self, Replay, ReplayError, Target};
-use crate::smb::Dialect;
+use crate::smb::{Dialect, SmbClient};
 
 /// The workload over SMB (`fileserver.load`) or on a directory
 /// (`fileserver.local`).
@@ -93,6 +93,13 @@ const DIALECT: ParamSpec = ParamSpec {
     help: "SMB dialect: smb1 (NT1, seed 004's Windows 95/NT clients), smb2 (2.002–2.1), smb3 (3.0–3.1.1), any (negotiated)",
 };
 
+const SMB_CLIENT: ParamSpec = ParamSpec {
+    name: "smb_client",
+    kind: ParamKind::Choice(SmbClient::NAMES),
+    default: ParamDefault::Str("libsmbclient"),
+    help: "the SMB client: libsmbclient (Samba's library, every dialect; no byte-range locks or flush, counted unsupported) or native (benchlab's own SMB1 client: dialect = \"smb1\" only, every operation of the mix)",
+};
+
 const SHARE: ParamSpec = ParamSpec {
     name: "share",
     kind: ParamKind::Text,
@@ -125,6 +132,7 @@ const SMB_PARAMS: &[ParamSpec] = &[
     CLIENTS_PARAM,
     LOAD_FILE,
     DIALECT,
+    SMB_CLIENT,
     SHARE,
     USER,
     PASSWORD_ENV,
@@ -297,6 +305,7 @@ impl FileserverLoad {
             server: addr.to_string(),
             share: params.str(SHARE.name)?.to_string(),
             dialect: Dialect::parse(params.str(DIALECT.name)?).expect("a checked choice"),
+            client: SmbClient::parse(params.str(SMB_CLIENT.name)?).expect("a checked choice"),
             user: params.str(USER.name)?.to_string(),
             password,
         })
@@ -360,6 +369,24 @@ impl Workload for FileserverLoad {
                         ),
                     )
                 }
+                _ => {}
+            }
+            match (params.str(SMB_CLIENT.name), params.str(DIALECT.name)) {
+                (Ok(c), _) if SmbClient::parse(c).is_none() => {
+                    return bad(
+                        SMB_CLIENT.name,
+                        format!(
+                            "unknown SMB client `{c}`; one of {}",
+                            SmbClient::NAMES.join(", ")
+                        ),
+                    )
+                }
+                (Ok("native"), Ok(d)) if d != "smb1" => return bad(
+                    SMB_CLIENT.name,
+                    format!(
+                        "the native client speaks only SMB1: set dialect = \"smb1\" (got `{d}`)"
+                    ),
+                ),
                 _ => {}
             }
             for k in [SHARE.name, USER.name, PASSWORD_ENV.name] {

@@ -253,6 +253,30 @@ impl Dialect {
     }
 }
 
+/// Which SMB client a `fileserver.load` client speaks through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmbClient {
+    /// Samba's libsmbclient (every dialect; no locks, no flush).
+    Libsmbclient,
+    /// benchlab's own SMB1 client ([`crate::smb1`]; `smb1` only, every
+    /// operation of the mix).
+    Native,
+}
+
+impl SmbClient {
+    /// The study-file words.
+    pub const NAMES: &'static [&'static str] = &["libsmbclient", "native"];
+
+    /// From a study-file word.
+    pub fn parse(s: &str) -> Option<SmbClient> {
+        Some(match s {
+            "libsmbclient" => SmbClient::Libsmbclient,
+            "native" => SmbClient::Native,
+            _ => return None,
+        })
+    }
+}
+
 /// Who connects.
 pub struct Credentials {
     user: CString,
