@@ -319,7 +319,7 @@ impl Workload for FileserverLoad {
 
     fn summary(&self) -> &'static str {
         if self.smb {
-            "NetBench-style file-server load over SMB (libsmbclient; SMB1/2/3) against a real Samba server, replaying dbench's load file: MB/s, Mbit/s, ops/s and latency by operation vs clients"
+            "NetBench-style file-server load over SMB (libsmbclient, SMB1/2/3, or benchlab's native SMB1 client) against a real Samba server, replaying dbench's load file: MB/s, Mbit/s, ops/s and latency by operation vs clients"
         } else {
             "dbench-style load on a local or mounted directory, replaying the same load file as fileserver.load: MB/s, ops/s and latency by operation vs clients"
         }
@@ -381,12 +381,14 @@ impl Workload for FileserverLoad {
                         ),
                     )
                 }
-                (Ok("native"), Ok(d)) if d != "smb1" => return bad(
-                    SMB_CLIENT.name,
-                    format!(
+                (Ok("native"), Ok(d)) if d != "smb1" => {
+                    return bad(
+                        SMB_CLIENT.name,
+                        format!(
                         "the native client speaks only SMB1: set dialect = \"smb1\" (got `{d}`)"
                     ),
-                ),
+                    )
+                }
                 _ => {}
             }
             for k in [SHARE.name, USER.name, PASSWORD_ENV.name] {
@@ -709,6 +711,19 @@ mod tests {
         assert!(m.contains("smb1, smb2, smb3, any"), "{m}");
         let p = params(&LOAD, &[(CLIENTS, Value::Int(0))]);
         assert_eq!(LOAD.validate(&p).unwrap_err().0, CLIENTS);
+        // The native client speaks only SMB1; the default dialect is smb3.
+        let native = (SMB_CLIENT.name, Value::Str("native".into()));
+        let (k, m) = LOAD
+            .validate(&params(&LOAD, std::slice::from_ref(&native)))
+            .unwrap_err();
+        assert_eq!(k, "smb_client");
+        assert!(m.contains("only SMB1"), "{m}");
+        let smb1 = (DIALECT.name, Value::Str("smb1".into()));
+        assert!(LOAD.validate(&params(&LOAD, &[native, smb1])).is_ok());
+        let p = params(&LOAD, &[(SMB_CLIENT.name, Value::Str("pavao".into()))]);
+        let (k, m) = LOAD.validate(&p).unwrap_err();
+        assert_eq!(k, "smb_client");
+        assert!(m.contains("libsmbclient, native"), "{m}");
         assert!(LOAD.validate(&params(&LOAD, &[])).is_ok());
         let (k, m) = LOCAL.validate(&params(&LOCAL, &[])).unwrap_err();
         assert_eq!(k, "dir");

@@ -1254,6 +1254,84 @@ mod tests {
         (c, peer)
     }
 
+    /// A server's message: the length prefix, the header, `words` and
+    /// `bytes` (offsets in `words` are the caller's).
+    fn response(command: u8, mid: u16, status: u32, words: &[u8], bytes: &[u8]) -> Vec<u8> {
+        let mut m = b"\xffSMB".to_vec();
+        m.push(command);
+        m.extend_from_slice(&status.to_le_bytes());
+        m.push(0x98);
+        m.extend_from_slice(&FLAGS2.to_le_bytes());
+        m.extend_from_slice(&[0; 12]);
+        m.extend_from_slice(&[7, 0, 0x34, 0x12, 0x64, 0]);
+        m.extend_from_slice(&mid.to_le_bytes());
+        m.push((words.len() / 2) as u8);
+        m.extend_from_slice(words);
+        m.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        m.extend_from_slice(bytes);
+        let mut out = (m.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&m);
+        out
+    }
+
+    #[test]
+    fn a_read_andx_response_is_decoded_into_the_callers_buffer() {
+        let (mut c, mut peer) = pair();
+        // Data at offset 60: header 32, word count, 12 words, byte count,
+        // one pad byte.
+        let mut w = vec![0xff, 0, 0, 0];
+        w.extend_from_slice(&[0; 6]);
+        w.extend_from_slice(&5u16.to_le_bytes());
+        w.extend_from_slice(&60u16.to_le_bytes());
+        w.extend_from_slice(&[0; 10]);
+        let r = response(cmd::READ_ANDX, 1, 0, &w, b"\0hello");
+        peer.write_all(&r).unwrap();
+        let mut buf = [0u8; 4096];
+        // Five bytes of 4096: a short read, one request.
+        assert_eq!(c.read_at(&mut Fid(9), &mut buf, 1 << 33), Ok(5));
+        assert_eq!(&buf[..5], b"hello");
+        // The request: FID 9, 64-bit offset split low/high, 4096 asked.
+        let mut req = vec![0u8; 4 + 32 + 1 + 24 + 2];
+        peer.read_exact(&mut req).unwrap();
+        let w = &req[4 + 33..];
+        assert_eq!(req[4 + 32], 12);
+        assert_eq!(le16(w, 4), 9);
+        assert_eq!(le32(w, 6), 0);
+        assert_eq!(le16(w, 10), 4096);
+        assert_eq!(le32(w, 20), 2);
+        // An error status is the errno libsmbclient gives.
+        let r = response(cmd::READ_ANDX, 2, status::INVALID_HANDLE, &[], &[]);
+        peer.write_all(&r).unwrap();
+        assert_eq!(c.read_at(&mut Fid(9), &mut buf, 0), Err(libc::EBADF));
+    }
+
+    #[test]
+    fn a_trans2_response_in_two_messages_is_reassembled() {
+        let (mut c, mut peer) = pair();
+        let part = |pc: u16, pd: u16, dc: u16, dd: u16, payload: &[u8]| {
+            // Parameters at 56, data right after them.
+            let mut w = Vec::new();
+            for v in [10u16, 200, 0, pc, 56, pd, dc, 56 + pc, dd] {
+                w.extend_from_slice(&v.to_le_bytes());
+            }
+            w.extend_from_slice(&[0, 0]);
+            let mut b = vec![0];
+            b.extend_from_slice(payload);
+            response(cmd::TRANSACTION2, 1, 0, &w, &b)
+        };
+        let first: Vec<u8> = (0..10u8).chain((0..100).map(|_| 0xd1)).collect();
+        let second = vec![0xd2; 100];
+        // Both messages arrive in one read.
+        let mut both = part(10, 0, 100, 0, &first);
+        both.extend_from_slice(&part(0, 10, 100, 100, &second));
+        peer.write_all(&both).unwrap();
+        assert_eq!(c.fstat(&mut Fid(3)), Outcome::Ok);
+        assert_eq!(&c.t2_params[..c.t2_plen], &(0..10).collect::<Vec<u8>>()[..]);
+        assert_eq!(c.t2_dlen, 200);
+        assert!(c.t2_data[..100].iter().all(|&b| b == 0xd1));
+        assert!(c.t2_data[100..200].iter().all(|&b| b == 0xd2));
+    }
+
     #[test]
     fn headers_words_and_unicode_paths_are_laid_out_as_ms_cifs_says() {
         let (mut c, _) = pair();
