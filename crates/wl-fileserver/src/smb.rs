@@ -51,7 +51,9 @@
 //! per trace operation (a directory create aside: `mkdir`, then the
 //! `stat` that opens it), with its URLs built before the gate, so the gap
 //! is the client stack's, not benchlab's: closing it takes another SMB
-//! client (Samba's raw client library is private to Samba).
+//! client (Samba's raw client library is private to Samba) — benchlab's
+//! own SMB1 client, [`crate::smb1`] (`smb_client = "native"`), which also
+//! performs the locks and flushes.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;

@@ -192,8 +192,9 @@ const CLIENT_MAX_BUFFER: u16 = 0xffff;
 /// WRITEX: the trace's 64 KiB writes go as one request each, as
 /// nbench's do (Samba takes up to 128 KiB − 1).
 const LARGE_IO: usize = 65536;
-/// Request buffer: the largest write and its headers.
-const TX_CAP: usize = LARGE_IO + 512;
+/// Request buffer: the longest request but a write's data (sent from
+/// the caller's buffer), two paths and headers with room to spare.
+const TX_CAP: usize = 8192;
 /// Response buffer: the largest read, or a whole TRANS2 response (and a
 /// second message read along with it).
 const RX_CAP: usize = 2 * (LARGE_IO + 4096);
@@ -616,12 +617,32 @@ impl Smb1 {
     /// Sends the request (byte count and length filled in), reads its
     /// response: its NT status, or the errno of a transport failure.
     fn exchange(&mut self) -> Result<u32, i32> {
-        let bc = (self.tx.len() - self.bc_at - 2).min(0xffff) as u16;
+        self.exchange_with(&[])
+    }
+
+    /// `exchange` of the request followed by `data` (a write's), sent
+    /// with one `writev` from where it lies: copying 64 KiB into the
+    /// request buffer would cost more than all the rest of the request.
+    fn exchange_with(&mut self, data: &[u8]) -> Result<u32, i32> {
+        // A large write's byte count does not fit 16 bits; the server
+        // takes its length from the data length words (MS-SMB §2.2.4.3).
+        let bc = (self.tx.len() - self.bc_at - 2 + data.len()).min(0xffff) as u16;
         self.tx[self.bc_at..self.bc_at + 2].copy_from_slice(&bc.to_le_bytes());
-        let len = (self.tx.len() - 4) as u32;
+        let len = (self.tx.len() - 4 + data.len()) as u32;
         self.tx[..4].copy_from_slice(&len.to_be_bytes());
-        if let Err(e) = self.sock.write_all(&self.tx) {
-            return Err(e.raw_os_error().unwrap_or(libc::EIO));
+        let (mut head, mut tail) = (&self.tx[..], data);
+        while !head.is_empty() || !tail.is_empty() {
+            let bufs = [std::io::IoSlice::new(head), std::io::IoSlice::new(tail)];
+            match self.sock.write_vectored(&bufs) {
+                Ok(0) => return Err(libc::EPIPE),
+                Ok(n) if n < head.len() => head = &head[n..],
+                Ok(n) => {
+                    tail = &tail[n - head.len()..];
+                    head = &[];
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+            }
         }
         self.recv()
     }
@@ -1055,8 +1076,13 @@ impl Backend for Smb1 {
             self.p8(0); // pad: the data starts at an even offset
             let data_at = (self.tx.len() - 4) as u16;
             self.tx[data_offset_at..data_offset_at + 2].copy_from_slice(&data_at.to_le_bytes());
-            self.tx.extend_from_slice(&buf[done..done + n]);
-            self.call().map_err(set_errno)?;
+            match self
+                .exchange_with(&buf[done..done + n])
+                .map_err(set_errno)?
+            {
+                status::SUCCESS => {}
+                st => return Err(set_errno(errno_of(st))),
+            }
             let w = self.words();
             if w.len() < 10 {
                 return Err(set_errno(libc::EPROTO));
@@ -1303,6 +1329,34 @@ mod tests {
         let r = response(cmd::READ_ANDX, 2, status::INVALID_HANDLE, &[], &[]);
         peer.write_all(&r).unwrap();
         assert_eq!(c.read_at(&mut Fid(9), &mut buf, 0), Err(libc::EBADF));
+    }
+
+    #[test]
+    fn a_64_kib_write_is_one_request_with_its_data_at_offset_64() {
+        let (mut c, mut peer) = pair();
+        let mut w = vec![0xff, 0, 0, 0];
+        w.extend_from_slice(&0u16.to_le_bytes()); // count 0 …
+        w.extend_from_slice(&[0, 0]);
+        w.extend_from_slice(&1u16.to_le_bytes()); // … + 1 << 16
+        w.extend_from_slice(&[0, 0]);
+        peer.write_all(&response(cmd::WRITE_ANDX, 1, 0, &w, &[]))
+            .unwrap();
+        let data: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(c.write_at(&mut Fid(5), &data, 0x1_0000_0010), Ok(65536));
+        let mut len = [0u8; 4];
+        peer.read_exact(&mut len).unwrap();
+        let mut req = vec![0u8; u32::from_be_bytes(len) as usize];
+        peer.read_exact(&mut req).unwrap();
+        assert_eq!(req[4], cmd::WRITE_ANDX);
+        assert_eq!(req[32], 14, "word count");
+        let w = &req[33..];
+        assert_eq!(le16(w, 4), 5, "fid");
+        assert_eq!(le32(w, 6), 0x10, "offset, low");
+        assert_eq!(le16(w, 18), 1, "data length, high");
+        assert_eq!(le16(w, 20), 0, "data length, low");
+        assert_eq!(le16(w, 22), 64, "data offset");
+        assert_eq!(le32(w, 24), 1, "offset, high");
+        assert_eq!(&req[64..], &data[..]);
     }
 
     #[test]
