@@ -31,8 +31,22 @@
 //!
 //! Requests are built in, and responses read into, buffers allocated
 //! once per client; paths are encoded to UTF-16 straight into the request
-//! (no allocation); no logging, no locks. Only `Deltree` (2 lines of
-//! Debian's trace) allocates, for the names it walks.
+//! (no allocation); a write's data leaves from the caller's buffer in the
+//! same `writev` as its header; no logging, no locks. Only `Deltree` (2
+//! lines of Debian's trace) allocates, for the names it walks.
+//!
+//! `bench/fileserver-callgrind 19 1000` (one client each, the trace's
+//! first 737 lines looped, so that every tool completes several loops of
+//! the same prefix; user-space instructions only): this client's replay
+//! loop took 0.06 M instructions per MB (1 718 per operation, 88 % of
+//! them benchlab's own code, the rest libc's and the vDSO's: system-call
+//! stubs, clock reads, copies out of the response buffer),
+//! libsmbclient's 3.82 M and nbench's 5.10–5.13 M. Before the `writev`,
+//! copying each 64 KiB write into the request buffer made it 1.05 M:
+//! glibc copies such blocks with `rep movsb`, which callgrind counts per
+//! byte. The kernel's share (the same bytes over the same TCP
+//! connection, two system calls per request) is not in these figures;
+//! `bench/fileserver-vs-classic` measures the CPU time.
 
 use std::ffi::CStr;
 use std::io::{Read, Write};
