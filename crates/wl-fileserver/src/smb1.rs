@@ -325,7 +325,16 @@ impl Smb1 {
             .and_then(|()| sock.set_read_timeout(Some(IO_TIMEOUT)))
             .and_then(|()| sock.set_write_timeout(Some(IO_TIMEOUT)))
             .map_err(|e| io_err("set up the socket to", e))?;
-        let mut c = Smb1 {
+        let mut c = Smb1::over(sock, std::process::id() as u16);
+        c.negotiate()?;
+        c.session_setup(user, password)?;
+        c.tree_connect(host_of(server), share)?;
+        Ok(c)
+    }
+
+    /// A client over `sock`, its buffers allocated, not yet logged on.
+    fn over(sock: TcpStream, pid: u16) -> Smb1 {
+        Smb1 {
             sock,
             tx: Vec::with_capacity(TX_CAP),
             rx: vec![0; RX_CAP],
@@ -339,7 +348,7 @@ impl Smb1 {
             bc_at: 0,
             t2_param_at: 0,
             t2_data_at: 0,
-            pid: std::process::id() as u16,
+            pid,
             uid: 0,
             tid: 0,
             mid: 0,
@@ -348,11 +357,7 @@ impl Smb1 {
             max_read: 0,
             max_write: 0,
             session_key: 0,
-        };
-        c.negotiate()?;
-        c.session_setup(user, password)?;
-        c.tree_connect(host_of(server), share)?;
-        Ok(c)
+        }
     }
 
     fn negotiate(&mut self) -> Result<(), ConnectError> {
@@ -1267,30 +1272,11 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (peer, _) = l.accept().unwrap();
-        let c = Smb1 {
-            sock,
-            tx: Vec::with_capacity(TX_CAP),
-            rx: vec![0; RX_CAP],
-            rx_have: 0,
-            rx_end: 0,
-            t2_params: vec![0; T2_PARAMS_CAP],
-            t2_data: vec![0; T2_DATA_CAP],
-            t2_plen: 0,
-            t2_dlen: 0,
-            wc_at: 0,
-            bc_at: 0,
-            t2_param_at: 0,
-            t2_data_at: 0,
-            pid: 0x1234,
-            uid: 0x0064,
-            tid: 0x0007,
-            mid: 0,
-            command: 0,
-            server_caps: 0,
-            max_read: LARGE_IO,
-            max_write: LARGE_IO,
-            session_key: 0,
-        };
+        let mut c = Smb1::over(sock, 0x1234);
+        c.uid = 0x0064;
+        c.tid = 0x0007;
+        c.max_read = LARGE_IO;
+        c.max_write = LARGE_IO;
         (c, peer)
     }
 
