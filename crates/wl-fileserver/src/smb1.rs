@@ -37,16 +37,19 @@
 //!
 //! `bench/fileserver-callgrind 19 1000` (one client each, the trace's
 //! first 737 lines looped, so that every tool completes several loops of
-//! the same prefix; user-space instructions only): this client's replay
-//! loop took 0.06 M instructions per MB (1 718 per operation, 88 % of
-//! them benchlab's own code, the rest libc's and the vDSO's: system-call
-//! stubs, clock reads, copies out of the response buffer),
-//! libsmbclient's 3.82 M and nbench's 5.10–5.13 M. Before the `writev`,
-//! copying each 64 KiB write into the request buffer made it 1.05 M:
-//! glibc copies such blocks with `rep movsb`, which callgrind counts per
-//! byte. The kernel's share (the same bytes over the same TCP
-//! connection, two system calls per request) is not in these figures;
-//! `bench/fileserver-vs-classic` measures the CPU time.
+//! the same prefix; user-space instructions only; two runs): this
+//! client's replay loop took 0.06 M instructions per MB and 1 718–1 721
+//! per operation (88 % of them benchlab's own code, the rest libc's and
+//! the vDSO's: system-call stubs, clock reads, copies out of the response
+//! buffer), libsmbclient's 3.82–4.08 M per MB and 114 000–118 000 per
+//! operation, nbench's 5.10–5.13 M per MB. Before the `writev`, copying
+//! each 64 KiB write into the request buffer made it 1.05 M per MB: glibc
+//! copies such blocks with `rep movsb`, which callgrind counts per byte —
+//! so per MB these figures mostly weigh how each client moves write data,
+//! and per operation is the fairer view of a request's overhead. The
+//! kernel's share (the same bytes over one TCP connection, two system
+//! calls per request here) is in neither; `bench/fileserver-vs-classic`
+//! (`SMB_CLIENT=native`) measures the CPU time.
 
 use std::ffi::CStr;
 use std::io::{Read, Write};
