@@ -32,7 +32,7 @@
 //! Requests are built in, and responses read into, buffers allocated
 //! once per client; paths are encoded to UTF-16 straight into the request
 //! (no allocation); a write's data leaves from the caller's buffer in the
-//! same `writev` as its header; no logging, no locks. Only `Deltree` (2
+//! same `sendmsg` as its header; no logging, no locks. Only `Deltree` (2
 //! lines of Debian's trace) allocates, for the names it walks.
 //!
 //! `bench/fileserver-callgrind 19 1000` (one client each, the trace's
@@ -42,7 +42,7 @@
 //! per operation (88 % of them benchlab's own code, the rest libc's and
 //! the vDSO's: system-call stubs, clock reads, copies out of the response
 //! buffer), libsmbclient's 3.82–4.08 M per MB and 114 000–118 000 per
-//! operation, nbench's 5.10–5.13 M per MB. Before the `writev`, copying
+//! operation, nbench's 5.10–5.13 M per MB. Before the `sendmsg`, copying
 //! each 64 KiB write into the request buffer made it 1.05 M per MB: glibc
 //! copies such blocks with `rep movsb`, which callgrind counts per byte —
 //! so per MB these figures mostly weigh how each client moves write data,
@@ -52,11 +52,13 @@
 //! (`SMB_CLIENT=native`) measures the CPU time.
 
 use std::ffi::CStr;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::backend::{Backend, Outcome};
+use std::os::fd::AsRawFd;
+
+use crate::backend::{errno, Backend, Outcome};
 
 /// SMB1 command codes (MS-CIFS §2.2.2.1).
 mod cmd {
@@ -643,7 +645,7 @@ impl Smb1 {
     }
 
     /// `exchange` of the request followed by `data` (a write's), sent
-    /// with one `writev` from where it lies: copying 64 KiB into the
+    /// with one `sendmsg` from where it lies: copying 64 KiB into the
     /// request buffer would cost more than all the rest of the request.
     fn exchange_with(&mut self, data: &[u8]) -> Result<u32, i32> {
         // A large write's byte count does not fit 16 bits; the server
@@ -654,16 +656,39 @@ impl Smb1 {
         self.tx[..4].copy_from_slice(&len.to_be_bytes());
         let (mut head, mut tail) = (&self.tx[..], data);
         while !head.is_empty() || !tail.is_empty() {
-            let bufs = [std::io::IoSlice::new(head), std::io::IoSlice::new(tail)];
-            match self.sock.write_vectored(&bufs) {
-                Ok(0) => return Err(libc::EPIPE),
-                Ok(n) if n < head.len() => head = &head[n..],
-                Ok(n) => {
-                    tail = &tail[n - head.len()..];
-                    head = &[];
+            let mut iov = [
+                libc::iovec {
+                    iov_base: head.as_ptr() as *mut libc::c_void,
+                    iov_len: head.len(),
+                },
+                libc::iovec {
+                    iov_base: tail.as_ptr() as *mut libc::c_void,
+                    iov_len: tail.len(),
+                },
+            ];
+            // SAFETY: a zeroed msghdr is valid; it points at the two
+            // iovecs, which point at live slices.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iov.as_mut_ptr();
+            msg.msg_iovlen = 2;
+            // sendmsg rather than writev: MSG_NOSIGNAL makes a closed
+            // peer EPIPE, not SIGPIPE, whatever the process's disposition.
+            // SAFETY: our socket and a valid msghdr (the iovecs are only
+            // read).
+            let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+            if n < 0 {
+                match errno() {
+                    libc::EINTR => continue,
+                    libc::EAGAIN => return Err(libc::ETIMEDOUT),
+                    e => return Err(e),
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+            }
+            let n = n as usize;
+            if n < head.len() {
+                head = &head[n..];
+            } else {
+                tail = &tail[n - head.len()..];
+                head = &[];
             }
         }
         self.recv()
@@ -694,6 +719,10 @@ impl Smb1 {
                     Ok(0) => return Err(libc::ECONNRESET),
                     Ok(n) => self.rx_have += n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    // The socket's timeout (IO_TIMEOUT) ran out.
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        return Err(libc::ETIMEDOUT)
+                    }
                     Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
                 }
             }
@@ -1268,6 +1297,7 @@ impl Backend for Smb1 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     /// A client (already "logged on") and the server's end of its
     /// connection.
