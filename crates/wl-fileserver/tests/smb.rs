@@ -303,3 +303,68 @@ fn the_native_smb1_client_performs_the_whole_mix_locks_and_flushes_included() {
     assert!(smb3.contains("only SMB1"), "{smb3}");
     svc.stop().unwrap();
 }
+
+/// The native client's searches that take more than one response
+/// (FIND_FIRST2, then FIND_NEXT2), its byte-range locks against another
+/// connection's, and its deltree, against the real smbd.
+#[test]
+fn native_searches_continue_locks_conflict_and_deltree_walks() {
+    use benchlab_wl_fileserver::backend::{Backend, Outcome};
+    use benchlab_wl_fileserver::smb1::Smb1;
+    use std::ffi::CString;
+    // SAFETY (of the test): geteuid has no side effects.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "smbd runs as root here");
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        base.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let svc = smbd(base.path());
+    let share = svc.description().document_root.clone();
+    let server = svc.address().to_string();
+    let mut a = Smb1::connect(&server, "bench", "www-data", PW).unwrap();
+    let c = |s: &str| CString::new(s).unwrap();
+    assert_eq!(a.mkdir(&c("many")), Outcome::Ok);
+    assert_eq!(a.mkdir(&c("many/sub")), Outcome::Ok);
+    // More names than one 61 440-byte response holds (≈ 100 bytes each).
+    let n = 1500;
+    for i in 0..n {
+        let f = a
+            .open(
+                &c(&format!("many/file-{i:04}.dat")),
+                libc::O_RDWR | libc::O_CREAT,
+                false,
+            )
+            .unwrap();
+        assert_eq!(a.close(f), Outcome::Ok);
+    }
+    assert_eq!(a.find(&c("many"), b"*").unwrap(), n + 1);
+    assert_eq!(a.find(&c("many"), b"FILE-00*.DAT").unwrap(), 100);
+    assert_eq!(a.find(&c("many"), b"nothing.*").unwrap(), 0);
+    // A lock held by one connection is refused to another until
+    // unlocked.
+    let mut b = Smb1::connect(&server, "bench", "www-data", PW).unwrap();
+    let mut fa = a
+        .open(&c("many/file-0000.dat"), libc::O_RDWR, false)
+        .unwrap();
+    let mut fb = b
+        .open(&c("many/file-0000.dat"), libc::O_RDWR, false)
+        .unwrap();
+    let big = 1 << 40;
+    assert_eq!(a.lock(&mut fa, big, 10, true), Outcome::Ok);
+    assert!(matches!(b.lock(&mut fb, big + 5, 1, true), Outcome::Err(_)));
+    assert_eq!(a.lock(&mut fa, big, 10, false), Outcome::Ok);
+    assert_eq!(b.lock(&mut fb, big + 5, 1, true), Outcome::Ok);
+    assert_eq!(a.flush(&mut fa), Outcome::Ok);
+    assert_eq!(a.close(fa), Outcome::Ok);
+    assert_eq!(b.close(fb), Outcome::Ok);
+    // Errors are the errnos libsmbclient gives.
+    assert_eq!(a.mkdir(&c("many")), Outcome::Err(libc::EEXIST));
+    assert_eq!(a.rmdir(&c("many")), Outcome::Err(libc::ENOTEMPTY));
+    assert_eq!(a.stat(&c("many/none")), Outcome::Err(libc::ENOENT));
+    assert_eq!(a.deltree(&c("many")), Outcome::Ok);
+    assert!(!share.join("many").exists());
+    assert_eq!(a.deltree(&c("many")), Outcome::Ok, "nothing to do");
+    svc.stop().unwrap();
+}
