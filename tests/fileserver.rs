@@ -444,6 +444,17 @@ fn start_and_find_smbd(s: &Scratch, f: &Path) -> (std::process::Child, i32) {
 
 #[test]
 fn an_smbd_killed_mid_point_fails_that_point_and_the_next_starts_it_again() {
+    smbd_killed_mid_point("");
+}
+
+/// The same over the native SMB1 client: its clients' connections die
+/// with the server without hanging the point.
+#[test]
+fn an_smbd_killed_under_the_native_client_fails_that_point_and_the_next_starts_it_again() {
+    smbd_killed_mid_point("dialect = \"smb1\"\nsmb_client = \"native\"\n");
+}
+
+fn smbd_killed_mid_point(keys: &str) {
     if smbd_missing() {
         return;
     }
@@ -451,7 +462,7 @@ fn an_smbd_killed_mid_point_fails_that_point_and_the_next_starts_it_again() {
     let f = study(
         &s,
         "duration_s = 2.5",
-        &format!("{}clients = [2, 3]", mix_keys(&s)),
+        &format!("{}{keys}clients = [2, 3]", mix_keys(&s)),
     );
     let (child, main) = start_and_find_smbd(&s, &f);
     // Into the first point's measured interval.
