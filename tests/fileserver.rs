@@ -282,6 +282,78 @@ fn known_passes_over_smb_match_the_mix_totals() {
     assert_nothing_left(&s);
 }
 
+/// Issue 12: with `smb_client = "native"` (benchlab's own SMB1 client)
+/// every operation of the mix is performed — locks and flushes too, which
+/// libsmbclient cannot send — and the counts equal the mix's totals; the
+/// native client with another dialect is refused before anything starts.
+#[test]
+fn the_native_smb1_client_performs_every_operation_of_the_mix() {
+    if smbd_missing() {
+        return;
+    }
+    let s = scratch();
+    let f = study(
+        &s,
+        "duration_s = 1",
+        &format!(
+            "{}clients = [1, 3]\npasses = 2\ndialect = \"smb1\"\nsmb_client = \"native\"",
+            mix_keys(&s)
+        ),
+    );
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let (ops, read, written) = totals(MIX);
+    let passes = (1 + 3) * 2;
+    assert_eq!(client_counter(&s, "passes"), passes);
+    assert_eq!(client_counter(&s, "write_bytes"), passes * written);
+    assert_eq!(client_counter(&s, "write_moved_bytes"), passes * written);
+    assert_eq!(client_counter(&s, "read_bytes"), passes * read);
+    assert_eq!(client_counter(&s, "read_moved_bytes"), passes * read);
+    let key = |name: &str| match name {
+        "QUERY_PATH_INFORMATION" => "qpathinfo",
+        "QUERY_FILE_INFORMATION" => "qfileinfo",
+        "SET_FILE_INFORMATION" => "sfileinfo",
+        "QUERY_FS_INFORMATION" => "qfsinfo",
+        "FIND_FIRST" => "find",
+        other => Box::leak(other.to_lowercase().into_boxed_str()),
+    };
+    for (name, n) in &ops {
+        let k = key(name);
+        assert_eq!(
+            client_counter(&s, &format!("ops_{k}")),
+            passes * n,
+            "{name}"
+        );
+        assert_eq!(client_counter(&s, &format!("unsupported_{k}")), 0, "{name}");
+        assert_eq!(client_counter(&s, &format!("errors_{k}")), 0, "{name}");
+    }
+    assert_eq!(client_counter(&s, "ops_flush"), passes * ops["Flush"]);
+    assert_eq!(client_counter(&s, "ops_lockx"), passes * ops["LockX"]);
+    assert_nothing_left(&s);
+
+    let f = study(
+        &s,
+        "duration_s = 0.3",
+        &format!(
+            "{}clients = 1\ndialect = \"smb3\"\nsmb_client = \"native\"",
+            mix_keys(&s)
+        ),
+    );
+    let out = command(&s)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("smb_client") && err.contains("only SMB1"),
+        "{err}"
+    );
+}
+
 /// The same mix on a directory (`fileserver.local`, dbench's case): the
 /// totals, and each client's files left on disk with the sizes the mix
 /// gives them.
@@ -372,6 +444,17 @@ fn start_and_find_smbd(s: &Scratch, f: &Path) -> (std::process::Child, i32) {
 
 #[test]
 fn an_smbd_killed_mid_point_fails_that_point_and_the_next_starts_it_again() {
+    smbd_killed_mid_point("");
+}
+
+/// The same over the native SMB1 client: its clients' connections die
+/// with the server without hanging the point.
+#[test]
+fn an_smbd_killed_under_the_native_client_fails_that_point_and_the_next_starts_it_again() {
+    smbd_killed_mid_point("dialect = \"smb1\"\nsmb_client = \"native\"\n");
+}
+
+fn smbd_killed_mid_point(keys: &str) {
     if smbd_missing() {
         return;
     }
@@ -379,7 +462,7 @@ fn an_smbd_killed_mid_point_fails_that_point_and_the_next_starts_it_again() {
     let f = study(
         &s,
         "duration_s = 2.5",
-        &format!("{}clients = [2, 3]", mix_keys(&s)),
+        &format!("{}{keys}clients = [2, 3]", mix_keys(&s)),
     );
     let (child, main) = start_and_find_smbd(&s, &f);
     // Into the first point's measured interval.

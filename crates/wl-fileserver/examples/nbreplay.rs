@@ -3,7 +3,7 @@
 //! the study, store and agent around them.
 //!
 //! ```text
-//! nbreplay smb HOST:PORT SHARE USER DIALECT LOADFILE CLIENTS RAMP_S MEASURE_S   (password: $SMB_PASSWORD)
+//! nbreplay smb HOST:PORT SHARE USER DIALECT LOADFILE CLIENTS RAMP_S MEASURE_S   (password: $SMB_PASSWORD; client: $SMB_CLIENT, libsmbclient or native)
 //! nbreplay local DIR LOADFILE CLIENTS RAMP_S MEASURE_S
 //! ```
 //!
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use benchlab_wl_fileserver::loadfile::LoadFile;
 use benchlab_wl_fileserver::replay::{run, Replay, Target};
-use benchlab_wl_fileserver::smb::Dialect;
+use benchlab_wl_fileserver::smb::{Dialect, SmbClient};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -28,6 +28,10 @@ fn main() {
                 share: a[2].clone(),
                 user: a[3].clone(),
                 dialect: Dialect::parse(&a[4]).expect("dialect: smb1, smb2, smb3 or any"),
+                client: SmbClient::parse(
+                    &std::env::var("SMB_CLIENT").unwrap_or_else(|_| "libsmbclient".into()),
+                )
+                .expect("SMB_CLIENT: libsmbclient or native"),
                 password: std::env::var("SMB_PASSWORD").expect("SMB_PASSWORD"),
             },
             &a[5..],

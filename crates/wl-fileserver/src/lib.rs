@@ -6,7 +6,9 @@
 //!
 //! - [`loadfile`]: the load-file format, parsed before anything runs;
 //! - [`backend`]: the operations, and the local back end;
-//! - [`smb`]: the SMB back end (libsmbclient, loaded at run time);
+//! - [`smb`]: the SMB back end over libsmbclient (loaded at run time);
+//! - [`smb1`]: benchlab's own SMB1 client, the second SMB back end, and
+//!   [`ntlm`], its NTLMv2 logon;
 //! - [`replay`]: the clients, the phases and the tallies;
 //! - [`load`]: the two workloads (options, metrics, views).
 
@@ -14,8 +16,10 @@ pub mod backend;
 pub mod latency;
 pub mod load;
 pub mod loadfile;
+pub mod ntlm;
 mod procs;
 pub mod replay;
 pub mod smb;
+pub mod smb1;
 
 pub use load::{FileserverLoad, LOAD, LOCAL};

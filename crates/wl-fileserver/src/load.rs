@@ -49,7 +49,7 @@ use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, Workloa
 
 use crate::loadfile::{LoadFile, ALL_OPS, N_OPS};
 use crate::replay::{self, Replay, ReplayError, Target};
-use crate::smb::Dialect;
+use crate::smb::{Dialect, SmbClient};
 
 /// The workload over SMB (`fileserver.load`) or on a directory
 /// (`fileserver.local`).
@@ -93,6 +93,13 @@ const DIALECT: ParamSpec = ParamSpec {
     help: "SMB dialect: smb1 (NT1, seed 004's Windows 95/NT clients), smb2 (2.002–2.1), smb3 (3.0–3.1.1), any (negotiated)",
 };
 
+const SMB_CLIENT: ParamSpec = ParamSpec {
+    name: "smb_client",
+    kind: ParamKind::Choice(SmbClient::NAMES),
+    default: ParamDefault::Str("libsmbclient"),
+    help: "the SMB client: libsmbclient (Samba's library, every dialect; no byte-range locks or flush, counted unsupported) or native (benchlab's own SMB1 client: dialect = \"smb1\" only, every operation of the mix)",
+};
+
 const SHARE: ParamSpec = ParamSpec {
     name: "share",
     kind: ParamKind::Text,
@@ -125,6 +132,7 @@ const SMB_PARAMS: &[ParamSpec] = &[
     CLIENTS_PARAM,
     LOAD_FILE,
     DIALECT,
+    SMB_CLIENT,
     SHARE,
     USER,
     PASSWORD_ENV,
@@ -297,6 +305,7 @@ impl FileserverLoad {
             server: addr.to_string(),
             share: params.str(SHARE.name)?.to_string(),
             dialect: Dialect::parse(params.str(DIALECT.name)?).expect("a checked choice"),
+            client: SmbClient::parse(params.str(SMB_CLIENT.name)?).expect("a checked choice"),
             user: params.str(USER.name)?.to_string(),
             password,
         })
@@ -310,7 +319,7 @@ impl Workload for FileserverLoad {
 
     fn summary(&self) -> &'static str {
         if self.smb {
-            "NetBench-style file-server load over SMB (libsmbclient; SMB1/2/3) against a real Samba server, replaying dbench's load file: MB/s, Mbit/s, ops/s and latency by operation vs clients"
+            "NetBench-style file-server load over SMB (libsmbclient, SMB1/2/3, or benchlab's native SMB1 client) against a real Samba server, replaying dbench's load file: MB/s, Mbit/s, ops/s and latency by operation vs clients"
         } else {
             "dbench-style load on a local or mounted directory, replaying the same load file as fileserver.load: MB/s, ops/s and latency by operation vs clients"
         }
@@ -358,6 +367,26 @@ impl Workload for FileserverLoad {
                             "unknown dialect `{d}`; one of {}",
                             Dialect::NAMES.join(", ")
                         ),
+                    )
+                }
+                _ => {}
+            }
+            match (params.str(SMB_CLIENT.name), params.str(DIALECT.name)) {
+                (Ok(c), _) if SmbClient::parse(c).is_none() => {
+                    return bad(
+                        SMB_CLIENT.name,
+                        format!(
+                            "unknown SMB client `{c}`; one of {}",
+                            SmbClient::NAMES.join(", ")
+                        ),
+                    )
+                }
+                (Ok("native"), Ok(d)) if d != "smb1" => {
+                    return bad(
+                        SMB_CLIENT.name,
+                        format!(
+                        "the native client speaks only SMB1: set dialect = \"smb1\" (got `{d}`)"
+                    ),
                     )
                 }
                 _ => {}
@@ -682,6 +711,19 @@ mod tests {
         assert!(m.contains("smb1, smb2, smb3, any"), "{m}");
         let p = params(&LOAD, &[(CLIENTS, Value::Int(0))]);
         assert_eq!(LOAD.validate(&p).unwrap_err().0, CLIENTS);
+        // The native client speaks only SMB1; the default dialect is smb3.
+        let native = (SMB_CLIENT.name, Value::Str("native".into()));
+        let (k, m) = LOAD
+            .validate(&params(&LOAD, std::slice::from_ref(&native)))
+            .unwrap_err();
+        assert_eq!(k, "smb_client");
+        assert!(m.contains("only SMB1"), "{m}");
+        let smb1 = (DIALECT.name, Value::Str("smb1".into()));
+        assert!(LOAD.validate(&params(&LOAD, &[native, smb1])).is_ok());
+        let p = params(&LOAD, &[(SMB_CLIENT.name, Value::Str("pavao".into()))]);
+        let (k, m) = LOAD.validate(&p).unwrap_err();
+        assert_eq!(k, "smb_client");
+        assert!(m.contains("libsmbclient, native"), "{m}");
         assert!(LOAD.validate(&params(&LOAD, &[])).is_ok());
         let (k, m) = LOCAL.validate(&params(&LOCAL, &[])).unwrap_err();
         assert_eq!(k, "dir");

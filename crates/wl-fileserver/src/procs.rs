@@ -1,4 +1,5 @@
-//! SMB clients as processes, one per client.
+//! SMB clients as processes, one per client (libsmbclient's and the
+//! native SMB1 client's alike, so that both are measured the same way).
 //!
 //! Debian's libsmbclient is built without its thread hooks
 //! (`smbc_thread_posix` is not exported), and without them its global
@@ -24,9 +25,9 @@ use std::time::Duration;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::result::CpuUsage;
 
+use crate::backend::Backend;
 use crate::loadfile::LoadFile;
 use crate::replay::{new_client, phases, Made, Replay, ReplayError, Tally, MEASURE, STOP, WARMUP};
-use crate::smb::Smb;
 
 /// What the parent and its client processes share.
 struct Shared {
@@ -82,6 +83,16 @@ impl Drop for SharedMap {
     }
 }
 
+/// What the clients' paths start with.
+#[derive(Clone, Copy)]
+pub(crate) struct Prefix<'a> {
+    /// The run directory's URL (libsmbclient) or share-relative path
+    /// (the native client).
+    pub text: &'a str,
+    /// The paths are libsmbclient URLs (a `%` escaped).
+    pub urls: bool,
+}
+
 struct Kid {
     number: u32,
     pid: libc::pid_t,
@@ -116,11 +127,11 @@ fn reap(pid: libc::pid_t) -> Option<String> {
 }
 
 /// The body of a client process; its exit code.
-fn child(
+fn child<B: Backend>(
     spec: &Replay,
     file: &LoadFile,
-    prefix: &str,
-    make: &dyn Fn(u32) -> Made<Smb>,
+    prefix: Prefix<'_>,
+    make: &dyn Fn(u32) -> Made<B>,
     i: u32,
     shared: &Shared,
     mut pipe: std::fs::File,
@@ -136,7 +147,14 @@ fn child(
         Ok((b, _)) => b,
         Err(e) => return fail(pipe, e),
     };
-    let mut client = match new_client(file, backend, prefix, spec.first + i + 1, true, true) {
+    let mut client = match new_client(
+        file,
+        backend,
+        prefix.text,
+        spec.first + i + 1,
+        prefix.urls,
+        true,
+    ) {
         Ok(c) => c,
         Err(e) => return fail(pipe, e),
     };
@@ -157,13 +175,13 @@ fn child(
 }
 
 /// Forks the clients, runs them behind the gate, merges their tallies.
-pub(crate) fn drive(
+pub(crate) fn drive<B: Backend>(
     spec: &Replay,
     file: &Arc<LoadFile>,
     abort: &AtomicBool,
     gate: &dyn Fn() -> Result<(), String>,
-    prefix: &str,
-    make: impl Fn(u32) -> Made<Smb>,
+    prefix: Prefix<'_>,
+    make: impl Fn(u32) -> Made<B>,
 ) -> Result<(Tally, f64, CpuUsage), ReplayError> {
     let map = SharedMap::new(if spec.passes.is_some() {
         MEASURE

@@ -30,7 +30,9 @@ use benchlab_core::result::CpuUsage;
 use crate::backend::{Backend, Local, Outcome};
 use crate::latency::Latency;
 use crate::loadfile::{disposition, LoadFile, OpKind, FILE_DIRECTORY_FILE, N_OPS};
-use crate::smb::{url_escape, Credentials, Dialect, Smb};
+use crate::procs::Prefix;
+use crate::smb::{url_escape, Credentials, Dialect, Smb, SmbClient};
+use crate::smb1::Smb1;
 
 /// Where the clients replay.
 #[derive(Debug, Clone)]
@@ -48,6 +50,8 @@ pub enum Target {
         share: String,
         /// The dialect.
         dialect: Dialect,
+        /// The client stack (the native one speaks only SMB1).
+        client: SmbClient,
         /// The user.
         user: String,
         /// Its password.
@@ -587,6 +591,7 @@ pub fn run(
             server,
             share,
             dialect,
+            client: SmbClient::Libsmbclient,
             user,
             password,
         } => {
@@ -594,15 +599,11 @@ pub fn run(
             let prefix = format!("{share_url}/{run_dir}");
             let creds = || Credentials::new(user, password).map_err(ReplayError::Setup);
             // First contact: logon, the share, the run directory.
-            let mut admin = Smb::new(&share_url, *dialect, creds()?).map_err(ReplayError::Setup)?;
-            let run_url = CString::new(prefix.clone()).expect("no NUL");
-            if let Outcome::Err(e) = admin.mkdir(&run_url) {
-                return Err(ReplayError::Setup(smb_contact_error(e, &share_url, user)));
-            }
+            let admin = Smb::new(&share_url, *dialect, creds()?).map_err(ReplayError::Setup)?;
             let made = |i: u32| {
                 let mut b = Smb::new(&share_url, *dialect, creds()?).map_err(ReplayError::Setup)?;
                 // Connect now, not in the measured loop.
-                if let Outcome::Err(e) = b.stat(&run_url) {
+                if let Outcome::Err(e) = b.stat(&CString::new(prefix.clone()).expect("no NUL")) {
                     return Err(ReplayError::Setup(format!(
                         "client {}: {}",
                         i + 1,
@@ -611,17 +612,94 @@ pub fn run(
                 }
                 Ok((b, i))
             };
-            let r = crate::procs::drive(spec, file, abort, gate, &prefix, made);
-            if spec.cleanup {
-                let _ = admin.deltree(&run_url);
-            }
-            r.map(|(tally, measure_s, cpu)| Outcomes {
-                tally,
-                measure_s,
-                cpu,
+            let on = SmbRun {
+                share_url: &share_url,
+                user,
                 run_dir,
-            })
+                prefix: Prefix {
+                    text: &prefix,
+                    urls: true,
+                },
+            };
+            on.run(spec, file, abort, gate, admin, made)
         }
+        Target::Smb {
+            server,
+            share,
+            dialect,
+            client: SmbClient::Native,
+            user,
+            password,
+        } => {
+            let share_url = format!("smb://{server}/{share}");
+            if *dialect != Dialect::Smb1 {
+                return Err(ReplayError::Setup(format!(
+                    "SMB {share_url}: the native client speaks only SMB1 (dialect = \"smb1\"), not {dialect:?}"
+                )));
+            }
+            let connect = |who: &str| {
+                Smb1::connect(server, share, user, password).map_err(|e| {
+                    ReplayError::Setup(format!(
+                        "{who}{}: {}",
+                        smb_contact_error(e.errno, &share_url, user),
+                        e.detail
+                    ))
+                })
+            };
+            let admin = connect("")?;
+            let made = |i: u32| connect(&format!("client {}: ", i + 1)).map(|b| (b, i));
+            let on = SmbRun {
+                share_url: &share_url,
+                user,
+                prefix: Prefix {
+                    text: &run_dir,
+                    urls: false,
+                },
+                run_dir: run_dir.clone(),
+            };
+            on.run(spec, file, abort, gate, admin, made)
+        }
+    }
+}
+
+/// A replay over SMB: where its clients work.
+struct SmbRun<'a> {
+    share_url: &'a str,
+    user: &'a str,
+    run_dir: String,
+    prefix: Prefix<'a>,
+}
+
+impl SmbRun<'_> {
+    /// Makes the run directory through `admin`, runs the client
+    /// processes (`make`), removes the directory when told.
+    fn run<B: Backend>(
+        self,
+        spec: &Replay,
+        file: &Arc<LoadFile>,
+        abort: &AtomicBool,
+        gate: &dyn Fn() -> Result<(), String>,
+        mut admin: B,
+        make: impl Fn(u32) -> Made<B>,
+    ) -> Result<Outcomes, ReplayError> {
+        let run_path = CString::new(self.prefix.text).expect("no NUL");
+        if let Outcome::Err(e) = admin.mkdir(&run_path) {
+            return Err(ReplayError::Setup(smb_contact_error(
+                e,
+                self.share_url,
+                self.user,
+            )));
+        }
+        let r = crate::procs::drive(spec, file, abort, gate, self.prefix, make);
+        if spec.cleanup {
+            let _ = admin.deltree(&run_path);
+        }
+        r.map(|(tally, measure_s, cpu)| Outcomes {
+            tally,
+            measure_s,
+            cpu,
+            run_dir: self.run_dir,
+        })
     }
 }
 

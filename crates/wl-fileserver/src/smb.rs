@@ -51,7 +51,9 @@
 //! per trace operation (a directory create aside: `mkdir`, then the
 //! `stat` that opens it), with its URLs built before the gate, so the gap
 //! is the client stack's, not benchlab's: closing it takes another SMB
-//! client (Samba's raw client library is private to Samba).
+//! client (Samba's raw client library is private to Samba) — benchlab's
+//! own SMB1 client, [`crate::smb1`] (`smb_client = "native"`), which also
+//! performs the locks and flushes.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -250,6 +252,30 @@ impl Dialect {
             Dialect::Smb3 => (c"SMB3_00", c"SMB3_11"),
             Dialect::Any => (c"NT1", c"SMB3_11"),
         }
+    }
+}
+
+/// Which SMB client a `fileserver.load` client speaks through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmbClient {
+    /// Samba's libsmbclient (every dialect; no locks, no flush).
+    Libsmbclient,
+    /// benchlab's own SMB1 client ([`crate::smb1`]; `smb1` only, every
+    /// operation of the mix).
+    Native,
+}
+
+impl SmbClient {
+    /// The study-file words.
+    pub const NAMES: &'static [&'static str] = &["libsmbclient", "native"];
+
+    /// From a study-file word.
+    pub fn parse(s: &str) -> Option<SmbClient> {
+        Some(match s {
+            "libsmbclient" => SmbClient::Libsmbclient,
+            "native" => SmbClient::Native,
+            _ => return None,
+        })
     }
 }
 
