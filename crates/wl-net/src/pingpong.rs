@@ -355,12 +355,13 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     // Allocated in full now: recording never allocates.
     let mut rec = LatencyRecorder::new(cfg.series_points);
 
-    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone(), Some(ex.watch()))?;
     let (mut warm, mut warm_lost) = (0u64, 0u64);
     while !timer.warm_done() {
         match ex.exchange()? {
             Outcome::Done => warm += 1,
             Outcome::Lost => warm_lost += 1,
+            Outcome::Stopped => break,
         }
     }
     let c0 = CpuSnapshot::take();
@@ -370,9 +371,7 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     // Without `iterations` the timer alone ends the loop.
     let limit = cfg.iterations.unwrap_or(u64::MAX);
     let lost = match ex.proto() {
-        Proto::Tcp => measure(&mut rec, &timer, limit, || {
-            ex.exchange_tcp().map(|()| Outcome::Done)
-        })?,
+        Proto::Tcp => measure(&mut rec, &timer, limit, || ex.exchange_tcp())?,
         Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp())?,
     };
     let c1 = CpuSnapshot::take();
@@ -417,6 +416,7 @@ fn measure(
             // Integer halving, as sfnt's `results[i] /= 2`.
             Outcome::Done => rec.record(t1.wrapping_sub(t0) / 2),
             Outcome::Lost => lost += 1,
+            Outcome::Stopped => break,
         }
     }
     Ok(lost)

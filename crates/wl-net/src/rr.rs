@@ -384,12 +384,13 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         CLIENT,
     )?;
 
-    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone(), Some(ex.watch()))?;
     let (mut warm, mut warm_lost) = (0u64, 0u64);
     while !timer.warm_done() {
         match ex.exchange()? {
             Outcome::Done => warm += 1,
             Outcome::Lost => warm_lost += 1,
+            Outcome::Stopped => break,
         }
     }
     let c0 = CpuSnapshot::take();
@@ -399,6 +400,7 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         match ex.exchange()? {
             Outcome::Done => done += 1,
             Outcome::Lost => lost += 1,
+            Outcome::Stopped => break,
         }
     }
     let c1 = CpuSnapshot::take();

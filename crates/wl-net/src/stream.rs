@@ -581,7 +581,7 @@ fn tcp_sender(
     let buf = PageBuf::new(cfg.message_size);
     let len = buf.len() as u64;
 
-    let timer = Timer::start(cfg.warmup, abort.clone())?;
+    let timer = Timer::start(cfg.warmup, abort.clone(), None)?;
     let mut bytes = 0u64;
     while !timer.warm_done() {
         send_all(fd, &buf, abort, SEND)?;
@@ -645,7 +645,7 @@ fn tcp_receiver(
         )));
     }
     // The receiver's warm-up runs from the first byte.
-    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone(), None)?;
     let mut calls = 1u64;
     let mut eof = false;
     while !timer.warm_done() {
@@ -740,7 +740,7 @@ fn udp_sender(
     let mut buf = PageBuf::new(cfg.message_size);
     buf[0] = PHASE_WARMUP;
 
-    let timer = Timer::start(cfg.warmup, abort.clone())?;
+    let timer = Timer::start(cfg.warmup, abort.clone(), None)?;
     let mut warm = SendCounts::default();
     while !timer.warm_done() {
         send_datagram(fd, &buf, abort, &mut warm)?;
