@@ -1074,10 +1074,6 @@ pub(crate) enum Outcome {
     Done,
     /// UDP only: no response within [`UDP_LOSS_TIMEOUT`].
     Lost,
-    /// TCP only: the watchdog ended a round trip that the server left
-    /// unanswered after the measured interval's end ([`Wake::Stopped`]);
-    /// the loop ends and the round trip is not counted.
-    Stopped,
 }
 
 /// The client end of a request/response pair: one request in flight, its
@@ -1106,8 +1102,6 @@ pub(crate) struct Exchanger {
     rsp: Vec<u8>,
     abort: Arc<AtomicBool>,
     watch: Arc<Watch>,
-    /// UDP round trips finished (done or lost), published to `watch`.
-    rounds: u64,
 }
 
 /// Error context of the exchange calls (static: built only on failure).
@@ -1140,7 +1134,6 @@ impl Exchanger {
             rsp: vec![0; rsp_size],
             abort,
             watch,
-            rounds: 0,
         })
     }
 
@@ -1159,49 +1152,46 @@ impl Exchanger {
     #[inline]
     pub(crate) fn exchange(&mut self) -> Result<Outcome, WorkloadError> {
         match self.proto {
-            Proto::Tcp => self.exchange_tcp(),
+            Proto::Tcp => self.exchange_tcp().map(|()| Outcome::Done),
             Proto::Udp => self.exchange_udp(),
         }
     }
 
-    /// One TCP request and its whole response ([`Outcome::Done`], or
-    /// [`Outcome::Stopped`]). For loops that have taken the protocol out of
-    /// the loop (see `net.pingpong`).
+    /// One TCP request and its whole response. For loops that have taken
+    /// the protocol out of the loop (see `net.pingpong`). A round trip the
+    /// watchdog ended after the measured interval is an error here too:
+    /// the loop's caller tells it apart with [`Exchanger::stopped_or`].
     #[inline(always)]
-    pub(crate) fn exchange_tcp(&mut self) -> Result<Outcome, WorkloadError> {
-        match self.tcp_round_trip() {
-            Ok(true) => Ok(Outcome::Done),
-            cut => self.tcp_cut(cut),
-        }
-    }
-
-    #[inline(always)]
-    fn tcp_round_trip(&mut self) -> Result<bool, WorkloadError> {
+    pub(crate) fn exchange_tcp(&mut self) -> Result<(), WorkloadError> {
         send_all(self.fd, &self.req, &self.abort, EXCHANGE)?;
-        recv_exact(self.fd, &mut self.rsp, &self.abort, EXCHANGE)
+        if !recv_exact(self.fd, &mut self.rsp, &self.abort, EXCHANGE)? {
+            return Err(server_closed());
+        }
+        Ok(())
     }
 
-    /// A TCP round trip that ended without its response: the watchdog's
-    /// doing (the reason is set before the shutdown), or the server's
-    /// close or an error, reported as before. An abort is reported by the
-    /// caller's [`abort_wins`].
+    /// After a loop of exchanges failed with `e`: `Ok` when the watchdog
+    /// ended the round trip in progress because the measured interval was
+    /// over and the server had gone silent ([`Wake::Stopped`]; the reason
+    /// is set before the shutdown, so it is known here), and the loop ends
+    /// as if the timer had stopped it, without that round trip; otherwise
+    /// `e` (the server's close, an error, or an abort, which the caller's
+    /// [`abort_wins`] reports). Looked at only on this unusual path.
     #[cold]
-    #[inline(never)]
-    fn tcp_cut(&self, cut: Result<bool, WorkloadError>) -> Result<Outcome, WorkloadError> {
+    pub(crate) fn stopped_or(&self, e: WorkloadError) -> Result<(), WorkloadError> {
         if self.watch.woken() == Wake::Stopped {
-            return Ok(Outcome::Stopped);
-        }
-        match cut {
-            Ok(_) => Err(server_closed()),
-            Err(e) => Err(e),
+            Ok(())
+        } else {
+            Err(e)
         }
     }
 
-    /// Counts a finished UDP round trip for the watchdog.
+    /// Counts a finished UDP round trip (done or lost) for the watchdog:
+    /// a plain load, add and store, as only this thread writes it.
     #[inline(always)]
-    fn udp_round_done(&mut self) {
-        self.rounds += 1;
-        self.watch.progress(self.rounds);
+    fn udp_round_done(&self) {
+        let p = &self.watch.progress;
+        p.store(p.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
     }
 
     /// One UDP request and its response, or [`Outcome::Lost`] when none
@@ -1262,7 +1252,8 @@ impl Exchanger {
                     return Err(unexpected_datagram(n, self.rsp.len()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    if self.watch.take_loss(self.rounds) {
+                    let round = self.watch.progress.load(Ordering::Relaxed);
+                    if self.watch.take_loss(round) {
                         self.udp_round_done();
                         return Ok(Outcome::Lost);
                     }

@@ -361,7 +361,6 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         match ex.exchange()? {
             Outcome::Done => warm += 1,
             Outcome::Lost => warm_lost += 1,
-            Outcome::Stopped => break,
         }
     }
     let c0 = CpuSnapshot::take();
@@ -371,8 +370,15 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     // Without `iterations` the timer alone ends the loop.
     let limit = cfg.iterations.unwrap_or(u64::MAX);
     let lost = match ex.proto() {
-        Proto::Tcp => measure(&mut rec, &timer, limit, || ex.exchange_tcp())?,
-        Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp())?,
+        Proto::Tcp => measure(&mut rec, &timer, limit, || {
+            ex.exchange_tcp().map(|()| Outcome::Done)
+        }),
+        Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp()),
+    };
+    // A round trip the watchdog ended after the interval is no error.
+    let lost = match lost {
+        Ok(n) => n,
+        Err(e) => ex.stopped_or(e).map(|()| 0)?,
     };
     let c1 = CpuSnapshot::take();
     if timer.aborted() {
@@ -416,7 +422,6 @@ fn measure(
             // Integer halving, as sfnt's `results[i] /= 2`.
             Outcome::Done => rec.record(t1.wrapping_sub(t0) / 2),
             Outcome::Lost => lost += 1,
-            Outcome::Stopped => break,
         }
     }
     Ok(lost)

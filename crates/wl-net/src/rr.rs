@@ -390,17 +390,20 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         match ex.exchange()? {
             Outcome::Done => warm += 1,
             Outcome::Lost => warm_lost += 1,
-            Outcome::Stopped => break,
         }
     }
     let c0 = CpuSnapshot::take();
     timer.measure_for(cfg.duration);
     let (mut done, mut lost) = (0u64, 0u64);
     while !timer.stopped() {
-        match ex.exchange()? {
-            Outcome::Done => done += 1,
-            Outcome::Lost => lost += 1,
-            Outcome::Stopped => break,
+        match ex.exchange() {
+            Ok(Outcome::Done) => done += 1,
+            Ok(Outcome::Lost) => lost += 1,
+            // A round trip the watchdog ended after the interval.
+            Err(e) => {
+                ex.stopped_or(e)?;
+                break;
+            }
         }
     }
     let c1 = CpuSnapshot::take();
