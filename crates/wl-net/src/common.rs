@@ -6,8 +6,8 @@
 //! figures into metrics.
 //!
 //! Blocking without polling or timeouts: the data sockets of the
-//! request/response loops (`net.rr`, `net.pingpong`, both sides) block with
-//! no `SO_RCVTIMEO` / `SO_SNDTIMEO`. A call that must stop is woken from
+//! request/response loops (`net.rr`, `net.pingpong`, both sides) and of
+//! `net.stream` over TCP block with no `SO_RCVTIMEO` / `SO_SNDTIMEO`. A call that must stop is woken from
 //! outside by the phase timer's thread, which is also the loop's watchdog
 //! ([`Watch`]): on abort, on a silent peer after the measured interval's end
 //! or a UDP server's client gone quiet, it sets the reason and then calls
@@ -15,8 +15,9 @@
 //! connected and unconnected UDP: tested below); on a lost UDP reply it
 //! interrupts the client's `recv()` with a signal instead, as that socket
 //! must go on. The loop looks at the reason only when a call returns
-//! something unusual (0 bytes or an error), never per round trip. `net.stream`
-//! still uses socket timeouts of [`ABORT_POLL`] (see [`set_timeouts`]).
+//! something unusual (0 bytes or an error), never per round trip.
+//! `net.stream` over UDP still uses socket timeouts of [`ABORT_POLL`] (see
+//! [`set_timeouts`]).
 //!
 //! What the timeouts cost: with one CPU every `recv()` of a round trip
 //! blocks, and with `SO_RCVTIMEO` the kernel arms and cancels a timer for
@@ -360,9 +361,9 @@ pub(crate) fn connect(
 
 /// Sets `SO_RCVTIMEO` to `recv` and `SO_SNDTIMEO` to [`ABORT_POLL`], so
 /// that a blocked call returns `EAGAIN` at that interval and its caller
-/// looks at the abort flag: `net.stream`'s data sockets, and the
-/// request/response sockets after their measured loops (see the module
-/// docs).
+/// looks at the abort flag: `net.stream`'s UDP sockets, and TCP sockets
+/// after their measured loops, when nothing watches them any more (see the
+/// module docs).
 pub(crate) fn set_timeouts(s: &Socket, recv: Duration, what: &str) -> Result<(), WorkloadError> {
     s.set_read_timeout(Some(recv))
         .map_err(io_err(what, "setsockopt(SO_RCVTIMEO)"))?;

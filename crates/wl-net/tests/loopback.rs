@@ -641,3 +641,42 @@ fn udp_server_ends_after_its_clients_silence() {
     assert_eq!(r.counter("echoed"), 3);
     assert_eq!(r.counter("ended_by_timer"), 1);
 }
+
+#[test]
+fn abort_ends_tcp_stream_sides_blocked_on_a_silent_peer() {
+    // A sender whose receiver never reads blocks in send() on a full
+    // buffer; a receiver whose sender never sends blocks in recv().
+    let l = std::net::TcpListener::bind(SocketAddr::new(LO, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let _held = l.accept().unwrap();
+        thread::sleep(Duration::from_secs(30));
+    });
+    let p = params(&STREAM, &[("duration_s", Value::Float(60.0))]);
+    let abort = Arc::new(AtomicBool::new(false));
+    let a = abort.clone();
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        a.store(true, Ordering::Relaxed);
+    });
+    let t = Instant::now();
+    let r = STREAM.run_client(&p, &ClientCtx::single(Some(addr), 0, abort));
+    assert!(matches!(r, Err(WorkloadError::Aborted)), "sender: {r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+    let abort = Arc::new(AtomicBool::new(false));
+    let ctx = ServerCtx {
+        bind: SocketAddr::new(LO, 0),
+        abort: abort.clone(),
+    };
+    let (tx, rx) = mpsc::channel();
+    let server = thread::spawn(move || STREAM.serve(&p, &ctx, &mut |port| tx.send(port).unwrap()));
+    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let _silent = std::net::TcpStream::connect(SocketAddr::new(LO, port)).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    abort.store(true, Ordering::Relaxed);
+    let r = server.join().unwrap();
+    assert!(matches!(r, Err(WorkloadError::Aborted)), "receiver: {r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
