@@ -7,17 +7,17 @@
 //!
 //! Blocking without polling or timeouts: the data sockets of the
 //! request/response loops (`net.rr`, `net.pingpong`, both sides) and of
-//! `net.stream` over TCP block with no `SO_RCVTIMEO` / `SO_SNDTIMEO`. A call that must stop is woken from
-//! outside by the phase timer's thread, which is also the loop's watchdog
-//! ([`Watch`]): on abort, on a silent peer after the measured interval's end
-//! or a UDP server's client gone quiet, it sets the reason and then calls
-//! `shutdown(SHUT_RDWR)` on the socket, which ends any blocked call (TCP,
-//! connected and unconnected UDP: tested below); on a lost UDP reply it
-//! interrupts the client's `recv()` with a signal instead, as that socket
-//! must go on. The loop looks at the reason only when a call returns
-//! something unusual (0 bytes or an error), never per round trip.
-//! `net.stream` over UDP still uses socket timeouts of [`ABORT_POLL`] (see
-//! [`set_timeouts`]).
+//! `net.stream` over TCP block with no `SO_RCVTIMEO` / `SO_SNDTIMEO`. A
+//! call that must stop is woken from outside by the phase timer's thread,
+//! which is also the loop's watchdog ([`Watch`]): on abort, on a silent
+//! peer after the measured interval's end, or on a UDP server's client
+//! gone quiet, it sets the reason and then calls `shutdown(SHUT_RDWR)` on
+//! the socket, which ends any blocked call (TCP, connected and unconnected
+//! UDP: tested below); on a lost UDP reply it interrupts the client's
+//! `recv()` with a signal instead, as that socket must go on. The loop
+//! looks at the reason only when a call returns something unusual (0
+//! bytes or an error), never per round trip. `net.stream` over UDP still
+//! uses socket timeouts of [`ABORT_POLL`] (see [`set_timeouts`]).
 //!
 //! What the timeouts cost: with one CPU every `recv()` of a round trip
 //! blocks, and with `SO_RCVTIMEO` the kernel arms and cancels a timer for
