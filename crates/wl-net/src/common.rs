@@ -5,18 +5,43 @@
 //! by `net.rr` and `net.pingpong` (both sides), and helpers that turn CPU
 //! figures into metrics.
 //!
-//! Blocking without polling: every data socket gets `SO_RCVTIMEO` /
-//! `SO_SNDTIMEO` of at most [`ABORT_POLL`], so a call that blocks returns
-//! `EAGAIN` at that interval and the caller looks at the abort flag. A call
-//! that does not block pays nothing for this, unlike a `poll()` before every
-//! `recv()`.
+//! Blocking without polling or timeouts: the data sockets of the
+//! request/response loops (`net.rr`, `net.pingpong`, both sides) and of
+//! `net.stream` over TCP block with no `SO_RCVTIMEO` / `SO_SNDTIMEO`. A
+//! call that must stop is woken from outside by the phase timer's thread,
+//! which is also the loop's watchdog ([`Watch`]): on abort, on a silent
+//! peer after the measured interval's end, or on a UDP server's client
+//! gone quiet, it sets the reason and then calls `shutdown(SHUT_RDWR)` on
+//! the socket, which ends any blocked call (TCP, connected and unconnected
+//! UDP: tested below); on a lost UDP reply it interrupts the client's
+//! `recv()` with a signal instead, as that socket must go on. The loop
+//! looks at the reason only when a call returns something unusual (0
+//! bytes or an error), never per round trip. `net.stream` over UDP still
+//! uses socket timeouts of [`ABORT_POLL`] (see [`set_timeouts`]).
+//!
+//! What the timeouts cost: with one CPU every `recv()` of a round trip
+//! blocks, and with `SO_RCVTIMEO` the kernel arms and cancels a timer for
+//! each blocking wait. The limit program (bench/limit/net_limit.c) with the
+//! same timeouts (`NET_LIMIT_TIMEOUT_MS=200`) took 1.044× (TCP) and 1.058×
+//! (UDP) its own RTT/2 on one CPU, where benchlab stood at 1.022 and 1.029
+//! of the limit without timeouts; that is the overhead the watchdog removes.
+//! It is kernel work, which callgrind does not see: in user space the
+//! loops cost what they did, plus the UDP loops' progress store.
+//! `bench/per-op` (callgrind, 32 B, user-space instructions per round
+//! trip, all processes) before → after: TCP 219.4 → 214.0, UDP 207.1 →
+//! 241.1 (limit 188.0 and 114.0); those totals move by 10–30 from run to
+//! run with the controller and with the histogram built after the loop,
+//! whose cost follows the spread of the samples. The loops alone
+//! (exclusive instructions of the client's `run_client` and the server's
+//! `serve_requests`): TCP client 96.4 → 97.4, server 33.0 → 34.0; UDP
+//! client 90.4 → 92.4, server 32.0 → 34.0.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -52,10 +77,16 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// as lost (netperf would stall until its test timer fires instead).
 pub(crate) const UDP_LOSS_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// `SO_RCVTIMEO` of UDP clients that wait for replies: a fraction of both
-/// [`ABORT_POLL`] and [`UDP_LOSS_TIMEOUT`], so that each is honoured to
-/// within this slice.
+/// How often the watchdog of a UDP client looks at its progress: a reply
+/// counts as lost between [`UDP_LOSS_TIMEOUT`] and that plus this slice
+/// after its request, as when this was the socket's `SO_RCVTIMEO`.
 const UDP_REPLY_SLICE: Duration = Duration::from_millis(100);
+
+/// How long after the measured interval's end a TCP client's peer must
+/// have sent nothing, not even an ACK, before the watchdog ends the round
+/// trip the client is blocked in. Generous, so that a large message still
+/// on its way is never cut.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// netperf's `PAD_TIME`: a UDP receiver that never sees the end markers
 /// stops on its own this long after the sender's planned end.
@@ -328,8 +359,11 @@ pub(crate) fn connect(
     Ok(s)
 }
 
-/// Sets `SO_RCVTIMEO` to `recv` and `SO_SNDTIMEO` to [`ABORT_POLL`] (see the
-/// module docs for why).
+/// Sets `SO_RCVTIMEO` to `recv` and `SO_SNDTIMEO` to [`ABORT_POLL`], so
+/// that a blocked call returns `EAGAIN` at that interval and its caller
+/// looks at the abort flag: `net.stream`'s UDP sockets, and TCP sockets
+/// after their measured loops, when nothing watches them any more (see the
+/// module docs).
 pub(crate) fn set_timeouts(s: &Socket, recv: Duration, what: &str) -> Result<(), WorkloadError> {
     s.set_read_timeout(Some(recv))
         .map_err(io_err(what, "setsockopt(SO_RCVTIMEO)"))?;
@@ -647,13 +681,194 @@ pub(crate) fn marker_len(size: usize) -> usize {
 }
 
 // ---------------------------------------------------------------------------
-// Phase timer
+// Phase timer and watchdog
+
+/// Why a [`Watch`] shut its socket down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Wake {
+    /// Not shut down.
+    None = 0,
+    /// The abort flag was set.
+    Aborted = 1,
+    /// The measured interval had ended and the peer had gone silent
+    /// ([`STOP_GRACE`]); the round trip in progress is not counted.
+    Stopped = 2,
+    /// A UDP server heard nothing from its client for [`PAD_TIME`].
+    Silent = 3,
+}
+
+/// What a watchdog does about a loop that makes no progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Idle {
+    /// Nothing: a TCP peer that is silent ends by abort, by closing, or,
+    /// for a client after its measured interval, by [`STOP_GRACE`].
+    Ignore,
+    /// A UDP client's reply is lost after this long: its `recv()` is
+    /// interrupted so that the loop counts the loss and sends the next
+    /// request.
+    Loss(Duration),
+    /// A UDP server's client has gone after this long: the server ends, as
+    /// after its end markers.
+    Silence(Duration),
+}
+
+/// One measured loop's socket as its watchdog (the [`Timer`] thread) sees
+/// it: the means to wake the loop, the reason it was woken, and the
+/// loop's progress.
+///
+/// Invariant: the socket outlives the [`Timer`] that watches it (the timer
+/// is declared after it, so it is dropped, and its thread joined, first),
+/// and that timer is dropped on the thread that created the `Watch`, so
+/// `fd` and `thread` stay valid for as long as the watchdog may use them.
+pub(crate) struct Watch {
+    fd: RawFd,
+    thread: libc::pthread_t,
+    idle: Idle,
+    /// Whether a blocked call may be ended after the measured interval
+    /// (TCP clients; a UDP client's own loss rule already ends it).
+    wake_at_stop: bool,
+    /// Round trips (or requests) finished, published by UDP loops with a
+    /// `Relaxed` store: a plain `mov` on x86, no fence. Only its changes
+    /// matter.
+    progress: AtomicU64,
+    /// The `progress` at which the watchdog declared a reply lost;
+    /// `u64::MAX` when none is pending.
+    lost_at: AtomicU64,
+    /// A [`Wake`], stored before the socket is shut down.
+    woken: AtomicU8,
+}
+
+impl Watch {
+    /// Watches `socket`, whose loop runs on the calling thread.
+    pub(crate) fn new(socket: &Socket, idle: Idle, wake_at_stop: bool) -> Arc<Watch> {
+        if matches!(idle, Idle::Loss(_)) {
+            install_wake_signal();
+        }
+        Arc::new(Watch {
+            fd: socket.as_raw_fd(),
+            // SAFETY: pthread_self has no preconditions.
+            thread: unsafe { libc::pthread_self() },
+            idle,
+            wake_at_stop,
+            progress: AtomicU64::new(0),
+            lost_at: AtomicU64::new(u64::MAX),
+            woken: AtomicU8::new(Wake::None as u8),
+        })
+    }
+
+    /// Publishes the loop's progress (one `mov`; see the field).
+    #[inline(always)]
+    pub(crate) fn progress(&self, n: u64) {
+        self.progress.store(n, Ordering::Relaxed);
+    }
+
+    /// Why the socket was shut down, if it was. For the unusual return
+    /// paths only.
+    #[cold]
+    pub(crate) fn woken(&self) -> Wake {
+        match self.woken.load(Ordering::Acquire) {
+            1 => Wake::Aborted,
+            2 => Wake::Stopped,
+            3 => Wake::Silent,
+            _ => Wake::None,
+        }
+    }
+
+    /// After an interrupted `recv()`: whether the watchdog declared the
+    /// reply of round trip `n` lost (and takes that declaration). An
+    /// interruption for an older round trip, whose reply came after all, is
+    /// stale and answered `false`.
+    #[cold]
+    fn take_loss(&self, n: u64) -> bool {
+        self.lost_at
+            .compare_exchange(n, u64::MAX, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Wakes every blocked call for good: the reason first, so that the
+    /// loop finds it when its call returns. `shutdown()` of an unconnected
+    /// UDP socket fails with `ENOTCONN` but wakes its readers all the same
+    /// (Linux's `inet_shutdown`; see the test), so its result is ignored.
+    fn shut(&self, why: Wake) {
+        self.woken.store(why as u8, Ordering::Release);
+        // SAFETY: `fd` is open (see the type's invariant).
+        unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+    }
+
+    /// Interrupts the loop's `recv()` for a lost reply without harming the
+    /// socket, which `shutdown()` would: a UDP socket shut for reading
+    /// returns 0 at once from then on, and nothing undoes that; nor can a
+    /// datagram from another socket wake it, as a connected socket drops
+    /// datagrams from any address but its peer's. A signal whose handler
+    /// has no `SA_RESTART` makes the blocked `recv()` fail with `EINTR`.
+    /// Sent while the loop is not in `recv()`, it is missed or stale; a
+    /// missed one is sent again after another [`UDP_LOSS_TIMEOUT`].
+    fn interrupt_for_loss(&self, n: u64) {
+        self.lost_at.store(n, Ordering::Release);
+        // SAFETY: `thread` is alive (see the type's invariant); the
+        // signal's handler was installed by `new`.
+        unsafe { libc::pthread_kill(self.thread, wake_signal()) };
+    }
+
+    /// Whether the TCP peer has sent nothing, data or ACK, for `d`.
+    fn peer_silent_for(&self, d: Duration) -> bool {
+        // SAFETY: tcp_info is plain data; all zero is a valid value.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: `info` is writable for `len` bytes; `fd` is open.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&mut info as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            // No connection to ask about: nothing can be cut short.
+            return true;
+        }
+        let ms = d.as_millis() as u32;
+        info.tcpi_last_data_recv >= ms && info.tcpi_last_ack_recv >= ms
+    }
+}
+
+/// The signal that interrupts a UDP client's `recv()` for a lost reply: a
+/// real-time signal that nothing else in benchlab uses, delivered to one
+/// thread only.
+fn wake_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 4
+}
+
+extern "C" fn on_wake_signal(_: libc::c_int) {}
+
+/// Installs [`wake_signal`]'s handler once per process: an empty handler
+/// without `SA_RESTART`, so that the blocked call fails with `EINTR`
+/// instead of being restarted.
+fn install_wake_signal() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a zeroed sigaction with an empty mask, no flags and a
+        // handler that does nothing (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_wake_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(wake_signal(), &sa, std::ptr::null_mut());
+        }
+    });
+}
 
 struct TimerShared {
     warm_done: AtomicBool,
     stop: AtomicBool,
     aborted: AtomicBool,
     cancel: AtomicBool,
+    /// When warm-up ends, in ns after the timer's origin; `u64::MAX` until
+    /// it has begun.
+    warm_at_ns: AtomicU64,
     /// When `stop` is due, in ns after the timer's origin; `u64::MAX` until
     /// [`Timer::measure_for`] arms it.
     stop_at_ns: AtomicU64,
@@ -663,7 +878,10 @@ struct TimerShared {
 /// the measured interval, so that measured loops only do a `Relaxed` load
 /// per iteration instead of reading the clock. It also watches the abort
 /// flag: on abort it sets every flag, which ends any loop, and
-/// [`Timer::aborted`] says why.
+/// [`Timer::aborted`] says why. Given a [`Watch`], it is that loop's
+/// watchdog too: it wakes a blocked call on abort, on a silent peer
+/// [`STOP_GRACE`] after the measured interval, and by the watch's
+/// [`Idle`] rule.
 pub(crate) struct Timer {
     shared: Arc<TimerShared>,
     origin: Instant,
@@ -673,19 +891,35 @@ pub(crate) struct Timer {
 impl Timer {
     /// Starts the clock now: warm-up ends after `warmup` (at once when zero);
     /// `stop` stays clear until [`Timer::measure_for`].
-    pub(crate) fn start(warmup: Duration, abort: Arc<AtomicBool>) -> Result<Timer, WorkloadError> {
+    pub(crate) fn start(
+        warmup: Duration,
+        abort: Arc<AtomicBool>,
+        watch: Option<Arc<Watch>>,
+    ) -> Result<Timer, WorkloadError> {
+        let t = Timer::watching(abort, watch)?;
+        t.begin_warmup(warmup);
+        Ok(t)
+    }
+
+    /// Starts the thread (abort and the watch are looked after from now
+    /// on), but not warm-up: see [`Timer::begin_warmup`].
+    pub(crate) fn watching(
+        abort: Arc<AtomicBool>,
+        watch: Option<Arc<Watch>>,
+    ) -> Result<Timer, WorkloadError> {
         let shared = Arc::new(TimerShared {
-            warm_done: AtomicBool::new(warmup.is_zero()),
+            warm_done: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
             cancel: AtomicBool::new(false),
+            warm_at_ns: AtomicU64::new(u64::MAX),
             stop_at_ns: AtomicU64::new(u64::MAX),
         });
         let origin = Instant::now();
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("wl-net-timer".into())
-            .spawn(move || timer_thread(&sh, origin, warmup, &abort))
+            .spawn(move || timer_thread(&sh, origin, &abort, watch.as_deref()))
             .map_err(|e| WorkloadError::io("starting the phase timer thread", e))?;
         Ok(Timer {
             shared,
@@ -694,15 +928,34 @@ impl Timer {
         })
     }
 
+    /// Warm-up ends `warmup` from now (now when zero).
+    pub(crate) fn begin_warmup(&self, warmup: Duration) {
+        if warmup.is_zero() {
+            self.shared.warm_done.store(true, Ordering::Relaxed);
+            return;
+        }
+        self.shared
+            .warm_at_ns
+            .store(self.ns_from_now(warmup), Ordering::Relaxed);
+        self.wake();
+    }
+
     /// Arms the end of the measured interval at now + `d`. Called right
     /// after the start snapshot, so the measured interval is never shorter
     /// than `d` however late the loop noticed the end of warm-up.
     pub(crate) fn measure_for(&self, d: Duration) {
-        let at = self.origin.elapsed() + d;
-        self.shared.stop_at_ns.store(
-            at.as_nanos().min(u64::MAX as u128 - 1) as u64,
-            Ordering::Relaxed,
-        );
+        self.shared
+            .stop_at_ns
+            .store(self.ns_from_now(d), Ordering::Relaxed);
+        self.wake();
+    }
+
+    fn ns_from_now(&self, d: Duration) -> u64 {
+        let at = self.origin.elapsed().saturating_add(d);
+        at.as_nanos().min(u64::MAX as u128 - 1) as u64
+    }
+
+    fn wake(&self) {
         if let Some(h) = &self.handle {
             h.thread().unpark();
         }
@@ -726,7 +979,22 @@ impl Timer {
     }
 }
 
-fn timer_thread(sh: &TimerShared, origin: Instant, warmup: Duration, abort: &AtomicBool) {
+/// A due time in ns after the origin, or `None` when not armed.
+fn due(at_ns: &AtomicU64) -> Option<Duration> {
+    match at_ns.load(Ordering::Relaxed) {
+        u64::MAX => None,
+        ns => Some(Duration::from_nanos(ns)),
+    }
+}
+
+fn timer_thread(sh: &TimerShared, origin: Instant, abort: &AtomicBool, watch: Option<&Watch>) {
+    // The watch's progress as last seen, and since when.
+    let mut seen = (u64::MAX, Duration::ZERO);
+    let mut stopped_at: Option<Duration> = None;
+    let tick = match watch.map(|w| w.idle) {
+        Some(Idle::Loss(_)) => UDP_REPLY_SLICE,
+        _ => ABORT_POLL,
+    };
     loop {
         if sh.cancel.load(Ordering::Relaxed) {
             return;
@@ -735,25 +1003,62 @@ fn timer_thread(sh: &TimerShared, origin: Instant, warmup: Duration, abort: &Ato
             sh.aborted.store(true, Ordering::Relaxed);
             sh.warm_done.store(true, Ordering::Relaxed);
             sh.stop.store(true, Ordering::Relaxed);
+            if let Some(w) = watch {
+                w.shut(Wake::Aborted);
+            }
             return;
         }
         let now = origin.elapsed();
-        let mut next = now + ABORT_POLL;
+        let mut next = now + tick;
         if !sh.warm_done.load(Ordering::Relaxed) {
-            if now >= warmup {
-                sh.warm_done.store(true, Ordering::Relaxed);
-            } else {
-                next = next.min(warmup);
+            if let Some(at) = due(&sh.warm_at_ns) {
+                if now >= at {
+                    sh.warm_done.store(true, Ordering::Relaxed);
+                } else {
+                    next = next.min(at);
+                }
             }
         }
-        let stop_at = sh.stop_at_ns.load(Ordering::Relaxed);
-        if stop_at != u64::MAX {
-            let stop_at = Duration::from_nanos(stop_at);
-            if now >= stop_at {
-                sh.stop.store(true, Ordering::Relaxed);
-                return;
+        if stopped_at.is_none() {
+            if let Some(at) = due(&sh.stop_at_ns) {
+                if now >= at {
+                    sh.stop.store(true, Ordering::Relaxed);
+                    stopped_at = Some(now);
+                    if watch.is_none() {
+                        return;
+                    }
+                } else {
+                    next = next.min(at);
+                }
             }
-            next = next.min(stop_at);
+        }
+        if let Some(w) = watch {
+            if let (Some(at), true) = (stopped_at, w.wake_at_stop) {
+                // The loop has not ended (it would have dropped the timer)
+                // and its peer has sent nothing for a while: it is blocked
+                // for good.
+                if now >= at + STOP_GRACE && w.peer_silent_for(STOP_GRACE) {
+                    w.shut(Wake::Stopped);
+                    return;
+                }
+            }
+            if let Idle::Loss(limit) | Idle::Silence(limit) = w.idle {
+                let p = w.progress.load(Ordering::Relaxed);
+                if p != seen.0 {
+                    // The loop's present wait began before `now`, so a
+                    // wait measured from here is never overestimated.
+                    seen = (p, now);
+                } else if now - seen.1 >= limit {
+                    if w.idle == Idle::Silence(limit) {
+                        w.shut(Wake::Silent);
+                        return;
+                    }
+                    w.interrupt_for_loss(p);
+                    // Again after another `limit` if this one was missed.
+                    seen.1 = now;
+                }
+                next = next.min(seen.1 + limit);
+            }
         }
         // park_timeout so that measure_for() and Drop can wake us early.
         std::thread::park_timeout(next.saturating_sub(now));
@@ -797,6 +1102,9 @@ pub(crate) enum Outcome {
 /// 137 → 55 (the limit's: 99 and 89); UDP: 230 → 145 and 124 → 54 (60
 /// and 54). On one CPU the server's loop runs inside the client's timed
 /// round trip, so that part shows in RTT/2 directly.
+///
+/// Its socket has no timeouts: the watchdog of [`Exchanger::watch`] wakes a
+/// blocked call (see the module docs for what that bought).
 pub(crate) struct Exchanger {
     socket: Socket,
     fd: RawFd,
@@ -804,6 +1112,7 @@ pub(crate) struct Exchanger {
     req: Vec<u8>,
     rsp: Vec<u8>,
     abort: Arc<AtomicBool>,
+    watch: Arc<Watch>,
 }
 
 /// Error context of the exchange calls (static: built only on failure).
@@ -821,14 +1130,13 @@ impl Exchanger {
         what: &str,
     ) -> Result<Exchanger, WorkloadError> {
         let socket = connect(proto, addr, Bufs::default(), &abort, what)?;
-        let slice = match proto {
+        let watch = match proto {
             Proto::Tcp => {
                 set_nodelay(&socket, nodelay, what)?;
-                ABORT_POLL
+                Watch::new(&socket, Idle::Ignore, true)
             }
-            Proto::Udp => UDP_REPLY_SLICE,
+            Proto::Udp => Watch::new(&socket, Idle::Loss(UDP_LOSS_TIMEOUT), false),
         };
-        set_timeouts(&socket, slice, what)?;
         Ok(Exchanger {
             fd: socket.as_raw_fd(),
             socket,
@@ -836,7 +1144,14 @@ impl Exchanger {
             req: vec![0; req_size],
             rsp: vec![0; rsp_size],
             abort,
+            watch,
         })
+    }
+
+    /// The watch for the [`Timer`] of the loop that runs the exchanges:
+    /// without it, nothing wakes a blocked call.
+    pub(crate) fn watch(&self) -> Arc<Watch> {
+        self.watch.clone()
     }
 
     /// The transport.
@@ -854,7 +1169,9 @@ impl Exchanger {
     }
 
     /// One TCP request and its whole response. For loops that have taken
-    /// the protocol out of the loop (see `net.pingpong`).
+    /// the protocol out of the loop (see `net.pingpong`). A round trip the
+    /// watchdog ended after the measured interval is an error here too:
+    /// the loop's caller tells it apart with [`Exchanger::stopped_or`].
     #[inline(always)]
     pub(crate) fn exchange_tcp(&mut self) -> Result<(), WorkloadError> {
         send_all(self.fd, &self.req, &self.abort, EXCHANGE)?;
@@ -862,6 +1179,30 @@ impl Exchanger {
             return Err(server_closed());
         }
         Ok(())
+    }
+
+    /// After a loop of exchanges failed with `e`: `Ok` when the watchdog
+    /// ended the round trip in progress because the measured interval was
+    /// over and the server had gone silent ([`Wake::Stopped`]; the reason
+    /// is set before the shutdown, so it is known here), and the loop ends
+    /// as if the timer had stopped it, without that round trip; otherwise
+    /// `e` (the server's close, an error, or an abort, which the caller's
+    /// [`abort_wins`] reports). Looked at only on this unusual path.
+    #[cold]
+    pub(crate) fn stopped_or(&self, e: WorkloadError) -> Result<(), WorkloadError> {
+        if self.watch.woken() == Wake::Stopped {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+
+    /// Counts a finished UDP round trip (done or lost) for the watchdog:
+    /// a plain load, add and store, as only this thread writes it.
+    #[inline(always)]
+    fn udp_round_done(&self) {
+        let p = &self.watch.progress;
+        p.store(p.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
     }
 
     /// One UDP request and its response, or [`Outcome::Lost`] when none
@@ -874,7 +1215,10 @@ impl Exchanger {
             self.resend(e)?;
         }
         match sys_recv(self.fd, &mut self.rsp, libc::MSG_TRUNC) {
-            Ok(n) if n == self.rsp.len() => Ok(Outcome::Done),
+            Ok(n) if n == self.rsp.len() => {
+                self.udp_round_done();
+                Ok(Outcome::Done)
+            }
             first => self.await_reply(first),
         }
     }
@@ -899,27 +1243,33 @@ impl Exchanger {
     }
 
     /// The UDP reply after a first `recv()` that did not return it: a
-    /// datagram of another length is an error; timeouts go on until
-    /// [`UDP_LOSS_TIMEOUT`].
+    /// datagram of another length is an error; an interruption by the
+    /// watchdog ([`Watch::interrupt_for_loss`], no reply within
+    /// [`UDP_LOSS_TIMEOUT`]) is [`Outcome::Lost`], as when a receive
+    /// timeout counted the same wait; after an abort the socket is shut
+    /// and the caller's [`abort_wins`] reports it.
     #[cold]
     #[inline(never)]
     fn await_reply(&mut self, first: io::Result<usize>) -> Result<Outcome, WorkloadError> {
-        let mut slices = 0u32;
         let mut next = first;
         loop {
             match next {
-                Ok(n) if n == self.rsp.len() => return Ok(Outcome::Done),
-                Ok(n) => return Err(unexpected_datagram(n, self.rsp.len())),
-                Err(e) => {
-                    let timed_out = e.kind() == io::ErrorKind::WouldBlock;
-                    retry_or_fail(e, &self.abort, EXCHANGE)?;
-                    if timed_out {
-                        slices += 1;
-                        if UDP_REPLY_SLICE * slices >= UDP_LOSS_TIMEOUT {
-                            return Ok(Outcome::Lost);
-                        }
+                Ok(n) if n == self.rsp.len() => {
+                    self.udp_round_done();
+                    return Ok(Outcome::Done);
+                }
+                Ok(n) => {
+                    check_abort(&self.abort)?;
+                    return Err(unexpected_datagram(n, self.rsp.len()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    let round = self.watch.progress.load(Ordering::Relaxed);
+                    if self.watch.take_loss(round) {
+                        self.udp_round_done();
+                        return Ok(Outcome::Lost);
                     }
                 }
+                Err(e) => retry_or_fail(e, &self.abort, EXCHANGE)?,
             }
             next = sys_recv(self.fd, &mut self.rsp, libc::MSG_TRUNC);
         }
@@ -927,9 +1277,18 @@ impl Exchanger {
 
     /// Ends the exchange the netperf way: TCP half-close and wait for the
     /// server's EOF; UDP three end-marker datagrams.
+    ///
+    /// After the loop nothing watches the socket any more, so the drain
+    /// gets socket timeouts again (they cost nothing measured here): it
+    /// sees an abort and keeps its bound. A socket the watchdog shut is
+    /// not drained: the server has already seen its end.
     pub(crate) fn finish(self) -> Result<(), WorkloadError> {
         match self.proto {
-            Proto::Tcp => tcp_drain(&self.socket, &self.abort, EXCHANGE),
+            Proto::Tcp if self.watch.woken() != Wake::None => Ok(()),
+            Proto::Tcp => {
+                set_timeouts(&self.socket, ABORT_POLL, EXCHANGE)?;
+                tcp_drain(&self.socket, &self.abort, EXCHANGE)
+            }
             Proto::Udp => {
                 udp_end_markers(self.fd, marker_len(self.req.len()), &[Duration::ZERO; 3]);
                 Ok(())
@@ -990,7 +1349,14 @@ pub(crate) fn serve_requests(
     if spec.proto == Proto::Tcp {
         set_nodelay(&sock, spec.nodelay, what)?;
     }
-    set_timeouts(&sock, ABORT_POLL, what)?;
+    // No socket timeouts: the timer's thread watches the socket from
+    // before the first request (module docs). A UDP client that has gone
+    // without its end markers is [`PAD_TIME`] of silence; a TCP one closes.
+    let idle = match spec.proto {
+        Proto::Tcp => Idle::Ignore,
+        Proto::Udp => Idle::Silence(PAD_TIME),
+    };
+    let watch = Watch::new(&sock, idle, false);
     let mut rx = Responder {
         fd: sock.as_raw_fd(),
         proto: spec.proto,
@@ -998,8 +1364,10 @@ pub(crate) fn serve_requests(
         req: vec![0; spec.req_size],
         rsp: vec![0; spec.rsp_size],
         abort,
+        watch: &watch,
         ended_by_timer: false,
     };
+    let timer = Timer::watching(ctx.abort.clone(), Some(watch.clone()))?;
 
     let mut served = 0u64;
     // Without warm-up the interval starts now, before the first request.
@@ -1011,7 +1379,7 @@ pub(crate) fn serve_requests(
             "{what}: the client ended before sending a request"
         )));
     }
-    let timer = Timer::start(spec.warmup, ctx.abort.clone())?;
+    timer.begin_warmup(spec.warmup);
     rx.respond()?;
     served += 1;
 
@@ -1029,6 +1397,9 @@ pub(crate) fn serve_requests(
         return Err(WorkloadError::Aborted);
     }
     drop(timer);
+    // The shut socket's `recv()` returned 0, which the loop took for an
+    // end marker: the silence is what ended it.
+    rx.ended_by_timer |= watch.woken() == Wake::Silent;
     let cpu = c0.usage_until(&c1);
     let mut r = side_result(
         &[
@@ -1051,6 +1422,7 @@ struct Responder<'a> {
     req: Vec<u8>,
     rsp: Vec<u8>,
     abort: &'a AtomicBool,
+    watch: &'a Watch,
     ended_by_timer: bool,
 }
 
@@ -1083,9 +1455,15 @@ impl Responder<'_> {
                         return Ok((n, true));
                     }
                     if let Err(e) = sys_send(self.fd, &self.rsp) {
-                        self.respond_failed(e)?;
+                        if !self.respond_failed(e)? {
+                            return Ok((n, true));
+                        }
                     }
                     n += 1;
+                    // For the silence rule. `n` starts again at 0 in the
+                    // next call, which at worst makes one look of the
+                    // watchdog's see no change; a silence is many looks.
+                    self.watch.progress(n);
                 }
             }
         }
@@ -1111,22 +1489,17 @@ impl Responder<'_> {
         }
     }
 
-    /// [`Responder::next_datagram`] after a `recv()` that failed: wake-ups
-    /// are retried, counting the silence.
+    /// [`Responder::next_datagram`] after a `recv()` that failed: a signal
+    /// is retried; after the watchdog's shutdown the reason decides.
     #[cold]
     #[inline(never)]
     fn await_datagram(&mut self, first: io::Error) -> Result<bool, WorkloadError> {
-        // Consecutive ABORT_POLL timeouts: silence since the first call.
-        let mut idle = 0u32;
         let mut e = first;
         loop {
-            let timed_out = e.kind() == io::ErrorKind::WouldBlock;
-            retry_or_fail(e, self.abort, RESPOND)?;
-            idle += timed_out as u32;
-            if ABORT_POLL * idle >= PAD_TIME {
-                self.ended_by_timer = true;
+            if self.woken_end()? {
                 return Ok(false);
             }
+            retry_or_fail(e, self.abort, RESPOND)?;
             match sys_recv(self.fd, &mut self.req, libc::MSG_TRUNC) {
                 Ok(n) => return Ok(n == self.req.len()),
                 Err(next) => e = next,
@@ -1141,26 +1514,45 @@ impl Responder<'_> {
             Proto::Tcp => send_all(self.fd, &self.rsp, self.abort, RESPOND),
             Proto::Udp => match sys_send(self.fd, &self.rsp) {
                 Ok(_) => Ok(()),
-                Err(e) => self.respond_failed(e),
+                Err(e) => self.respond_failed(e).map(|_| ()),
             },
         }
     }
 
     /// A UDP response whose `send()` failed: a full queue drops it (the
-    /// client counts the loss), a wake-up retries.
+    /// client counts the loss), a signal retries; `false` when the
+    /// watchdog has ended the loop (the shut socket cannot send).
     #[cold]
     #[inline(never)]
-    fn respond_failed(&mut self, first: io::Error) -> Result<(), WorkloadError> {
+    fn respond_failed(&mut self, first: io::Error) -> Result<bool, WorkloadError> {
         let mut e = first;
         loop {
             if is_enobufs(&e) {
-                return Ok(());
+                return Ok(true);
+            }
+            if self.woken_end()? {
+                return Ok(false);
             }
             retry_or_fail(e, self.abort, RESPOND)?;
             match sys_send(self.fd, &self.rsp) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(true),
                 Err(next) => e = next,
             }
+        }
+    }
+
+    /// Whether the watchdog has shut the socket for the client's silence
+    /// (`true`: the loop ends as after an end marker); `Err(Aborted)` when
+    /// it did so for an abort.
+    #[cold]
+    fn woken_end(&mut self) -> Result<bool, WorkloadError> {
+        match self.watch.woken() {
+            Wake::None | Wake::Stopped => Ok(false),
+            Wake::Silent => {
+                self.ended_by_timer = true;
+                Ok(true)
+            }
+            Wake::Aborted => Err(WorkloadError::Aborted),
         }
     }
 }
@@ -1313,7 +1705,7 @@ mod tests {
     #[test]
     fn timer_phases_and_measured_interval() {
         let abort = Arc::new(AtomicBool::new(false));
-        let t = Timer::start(Duration::from_millis(50), abort).unwrap();
+        let t = Timer::start(Duration::from_millis(50), abort, None).unwrap();
         assert!(!t.warm_done());
         while !t.warm_done() {
             std::hint::spin_loop();
@@ -1330,7 +1722,7 @@ mod tests {
     #[test]
     fn timer_sets_every_flag_on_abort() {
         let abort = Arc::new(AtomicBool::new(false));
-        let t = Timer::start(Duration::from_secs(60), abort.clone()).unwrap();
+        let t = Timer::start(Duration::from_secs(60), abort.clone(), None).unwrap();
         abort.store(true, Ordering::Relaxed);
         let start = Instant::now();
         while !t.stopped() {
@@ -1428,9 +1820,96 @@ mod tests {
         assert!(got == msg);
     }
 
+    /// Blocks in `recv()` on `socket` (no timeouts) while another thread
+    /// shuts it down through a [`Watch`]; the call must return, with 0
+    /// bytes, within seconds (it would otherwise block for ever).
+    fn assert_shutdown_wakes(socket: Socket, what: &str) {
+        let watch = Watch::new(&socket, Idle::Ignore, false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fd = socket.as_raw_fd();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            tx.send(sys_recv(fd, &mut buf, libc::MSG_TRUNC).map_err(|e| e.kind()))
+                .unwrap();
+        });
+        // Let the reader block first (if it has not, the call returns at
+        // once anyway: a shut socket never blocks).
+        std::thread::sleep(Duration::from_millis(200));
+        watch.shut(Wake::Aborted);
+        let got = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{what}: shutdown did not wake the blocked recv()"));
+        assert_eq!(got, Ok(0), "{what}");
+        assert_eq!(watch.woken(), Wake::Aborted);
+        reader.join().unwrap();
+        drop(socket);
+    }
+
+    fn udp_socket() -> Socket {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        s.bind(&SocketAddr::new(LO, 0).into()).unwrap();
+        s
+    }
+
+    #[test]
+    fn shutdown_wakes_a_blocked_recv_on_tcp_and_udp() {
+        let (listener, port) =
+            bind_server(Proto::Tcp, SocketAddr::new(LO, 0), Bufs::default(), "t").unwrap();
+        let abort = AtomicBool::new(false);
+        let client = connect(
+            Proto::Tcp,
+            SocketAddr::new(LO, port),
+            Bufs::default(),
+            &abort,
+            "t",
+        )
+        .unwrap();
+        let (_server_end, _) = listener.accept().unwrap();
+        assert_shutdown_wakes(client, "TCP");
+
+        let peer = udp_socket();
+        let connected = udp_socket();
+        connected.connect(&peer.local_addr().unwrap()).unwrap();
+        assert_shutdown_wakes(connected, "connected UDP");
+
+        // shutdown() answers ENOTCONN here, and still wakes the reader.
+        assert_shutdown_wakes(udp_socket(), "unconnected UDP");
+    }
+
+    #[test]
+    fn a_loss_interrupts_recv_and_the_socket_goes_on() {
+        let peer = udp_socket();
+        let s = udp_socket();
+        s.connect(&peer.local_addr().unwrap()).unwrap();
+        peer.connect(&s.local_addr().unwrap()).unwrap();
+        // Made on this thread: the signal goes to this thread's recv().
+        let watch = Watch::new(&s, Idle::Loss(UDP_LOSS_TIMEOUT), false);
+        let w = watch.clone();
+        let waker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            w.interrupt_for_loss(7);
+        });
+        let mut buf = [0u8; 8];
+        let e = sys_recv(s.as_raw_fd(), &mut buf, libc::MSG_TRUNC).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+        waker.join().unwrap();
+        // A stale declaration is refused, the right one taken once.
+        assert!(!watch.take_loss(6));
+        assert!(watch.take_loss(7));
+        assert!(!watch.take_loss(7));
+        assert_eq!(watch.woken(), Wake::None);
+        // The socket still sends and receives.
+        sys_send(peer.as_raw_fd(), b"pong").unwrap();
+        assert_eq!(
+            sys_recv(s.as_raw_fd(), &mut buf, libc::MSG_TRUNC).unwrap(),
+            4
+        );
+        assert_eq!(&buf[..4], b"pong");
+    }
+
     #[test]
     fn zero_warmup_is_done_at_once() {
-        let t = Timer::start(Duration::ZERO, Arc::new(AtomicBool::new(false))).unwrap();
+        let t = Timer::start(Duration::ZERO, Arc::new(AtomicBool::new(false)), None).unwrap();
         assert!(t.warm_done());
         assert!(!t.stopped());
     }

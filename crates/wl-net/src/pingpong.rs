@@ -355,7 +355,7 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     // Allocated in full now: recording never allocates.
     let mut rec = LatencyRecorder::new(cfg.series_points);
 
-    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone(), Some(ex.watch()))?;
     let (mut warm, mut warm_lost) = (0u64, 0u64);
     while !timer.warm_done() {
         match ex.exchange()? {
@@ -372,8 +372,13 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     let lost = match ex.proto() {
         Proto::Tcp => measure(&mut rec, &timer, limit, || {
             ex.exchange_tcp().map(|()| Outcome::Done)
-        })?,
-        Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp())?,
+        }),
+        Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp()),
+    };
+    // A round trip the watchdog ended after the interval is no error.
+    let lost = match lost {
+        Ok(n) => n,
+        Err(e) => ex.stopped_or(e).map(|()| 0)?,
     };
     let c1 = CpuSnapshot::take();
     if timer.aborted() {

@@ -384,7 +384,7 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         CLIENT,
     )?;
 
-    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    let timer = Timer::start(cfg.warmup, ctx.abort.clone(), Some(ex.watch()))?;
     let (mut warm, mut warm_lost) = (0u64, 0u64);
     while !timer.warm_done() {
         match ex.exchange()? {
@@ -396,9 +396,14 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     timer.measure_for(cfg.duration);
     let (mut done, mut lost) = (0u64, 0u64);
     while !timer.stopped() {
-        match ex.exchange()? {
-            Outcome::Done => done += 1,
-            Outcome::Lost => lost += 1,
+        match ex.exchange() {
+            Ok(Outcome::Done) => done += 1,
+            Ok(Outcome::Lost) => lost += 1,
+            // A round trip the watchdog ended after the interval.
+            Err(e) => {
+                ex.stopped_or(e)?;
+                break;
+            }
         }
     }
     let c1 = CpuSnapshot::take();

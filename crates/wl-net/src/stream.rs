@@ -70,8 +70,8 @@ use crate::common::{
     abort_wins, await_client, bind_server, checked, connect, enable_recverr, is_enobufs,
     mean_metrics, need_server, opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr,
     set_timeouts, side_result, size, sum_metrics, sys_recv, sys_send, tcp_drain, udp_end_markers,
-    validate_buffer, validate_times, Bufs, Proto, Timer, ACCEPT_TIMEOUT, CPU_METRICS, PAD_TIME,
-    PROTOCOL, UDP_MAX_PAYLOAD,
+    validate_buffer, validate_times, Bufs, Idle, Proto, Timer, Watch, ACCEPT_TIMEOUT, CPU_METRICS,
+    PAD_TIME, PROTOCOL, UDP_MAX_PAYLOAD,
 };
 
 /// The `net.stream` workload (netperf `TCP_STREAM` / `UDP_STREAM`).
@@ -476,7 +476,12 @@ fn accept_receiver(
     let (sock, port) = bind_server(proto, ctx.bind, bufs, SERVER)?;
     ready(port);
     let s = await_client(proto, sock, &ctx.abort, ACCEPT_TIMEOUT, SERVER)?;
-    set_timeouts(&s, ABORT_POLL, SERVER)?;
+    // A TCP receiver blocks without timeouts, woken by its timer's thread
+    // (see `crate::common`); the UDP receiver still counts its silence in
+    // socket timeouts.
+    if proto == Proto::Udp {
+        set_timeouts(&s, ABORT_POLL, SERVER)?;
+    }
     let rsize = receive_size(cfg, &s)?;
     let in_effect = buffer_in_effect(&s, Direction::Recv, SERVER)?;
     Ok((s, rsize, in_effect))
@@ -575,13 +580,15 @@ fn tcp_sender(
         recv: None,
     };
     let s = connect(Proto::Tcp, addr, bufs, abort, CLIENT)?;
-    set_timeouts(&s, ABORT_POLL, CLIENT)?;
     let in_effect = buffer_in_effect(&s, Direction::Send, CLIENT)?;
     let fd = s.as_raw_fd();
     let buf = PageBuf::new(cfg.message_size);
     let len = buf.len() as u64;
 
-    let timer = Timer::start(cfg.warmup, abort.clone())?;
+    // No socket timeouts: a send blocked on a full buffer costs no timer,
+    // and an abort wakes it through the watch (see `crate::common`).
+    let watch = Watch::new(&s, Idle::Ignore, false);
+    let timer = Timer::start(cfg.warmup, abort.clone(), Some(watch))?;
     let mut bytes = 0u64;
     while !timer.warm_done() {
         send_all(fd, &buf, abort, SEND)?;
@@ -598,6 +605,9 @@ fn tcp_sender(
         return Err(WorkloadError::Aborted);
     }
     drop(timer);
+    // Nothing watches the socket now: the drain gets timeouts back, to see
+    // an abort and keep its bound.
+    set_timeouts(&s, ABORT_POLL, CLIENT)?;
     tcp_drain(&s, abort, CLIENT)?;
     let c1 = CpuSnapshot::take();
     let cpu = c0.usage_until(&c1);
@@ -614,7 +624,9 @@ fn tcp_sender(
     ))
 }
 
-/// One `recv()`, retried after a timeout (abort checked); 0 means EOF.
+/// One `recv()`, retried after a signal or timeout (abort checked); 0
+/// means EOF, or that the watchdog shut the socket (the caller's abort
+/// check tells).
 #[inline]
 fn recv_some(fd: RawFd, buf: &mut [u8], abort: &AtomicBool) -> Result<usize, WorkloadError> {
     loop {
@@ -635,6 +647,10 @@ fn tcp_receiver(
     let fd = s.as_raw_fd();
     let mut buf = PageBuf::new(rsize);
 
+    // No socket timeouts: from before the first byte, an abort shuts the
+    // socket down, which the loops see as an EOF and the check after them
+    // as the abort (see `crate::common`).
+    let timer = Timer::watching(ctx.abort.clone(), Some(Watch::new(&s, Idle::Ignore, false)))?;
     // Without warm-up the interval starts now, before the first byte.
     let early_c0 = cfg.warmup.is_zero().then(CpuSnapshot::take);
     let early_c0_taken = early_c0.is_some();
@@ -645,7 +661,7 @@ fn tcp_receiver(
         )));
     }
     // The receiver's warm-up runs from the first byte.
-    let timer = Timer::start(cfg.warmup, ctx.abort.clone())?;
+    timer.begin_warmup(cfg.warmup);
     let mut calls = 1u64;
     let mut eof = false;
     while !timer.warm_done() {
@@ -740,7 +756,7 @@ fn udp_sender(
     let mut buf = PageBuf::new(cfg.message_size);
     buf[0] = PHASE_WARMUP;
 
-    let timer = Timer::start(cfg.warmup, abort.clone())?;
+    let timer = Timer::start(cfg.warmup, abort.clone(), None)?;
     let mut warm = SendCounts::default();
     while !timer.warm_done() {
         send_datagram(fd, &buf, abort, &mut warm)?;

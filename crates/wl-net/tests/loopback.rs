@@ -469,3 +469,214 @@ fn clipped_receive_buffer_is_recorded_and_noted() {
     assert_eq!(metric(&s, "recv_buffer_bytes"), (2 * asked) as f64);
     assert!(STREAM.notes(&p, &s.metrics).is_empty());
 }
+
+// ---------------------------------------------------------------------------
+// Issue 16: the request/response sockets have no timeouts; the timer's
+// thread wakes a blocked call. These clients run against fake servers that
+// misbehave on purpose. Time bounds are seconds wide: the machine is shared.
+
+/// A TCP server for one client that echoes the first `echo` 32-byte
+/// messages, then reads one more and either closes (`close`) or holds the
+/// connection open, silent, until the test ends.
+fn tcp_fake_server(echo: usize, close: bool) -> SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind(SocketAddr::new(LO, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 32];
+        for _ in 0..echo {
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        }
+        let _ = s.read_exact(&mut buf);
+        if !close {
+            thread::sleep(Duration::from_secs(30));
+        }
+    });
+    addr
+}
+
+/// A UDP server that echoes 32-byte datagrams except the `swallow`-th
+/// (counting from 1), and stops at the first end marker.
+fn udp_fake_server(swallow: Option<u64>) -> SocketAddr {
+    let s = std::net::UdpSocket::bind(SocketAddr::new(LO, 0)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let addr = s.local_addr().unwrap();
+    thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        let mut n = 0u64;
+        while let Ok((len, from)) = s.recv_from(&mut buf) {
+            if len != 32 {
+                return;
+            }
+            n += 1;
+            if Some(n) != swallow {
+                s.send_to(&buf[..len], from).unwrap();
+            }
+        }
+    });
+    addr
+}
+
+fn run_client(
+    p: &Params,
+    server: SocketAddr,
+    abort_after: Option<Duration>,
+) -> Result<SideResult, WorkloadError> {
+    let abort = Arc::new(AtomicBool::new(false));
+    if let Some(after) = abort_after {
+        let a = abort.clone();
+        thread::spawn(move || {
+            thread::sleep(after);
+            a.store(true, Ordering::Relaxed);
+        });
+    }
+    PINGPONG.run_client(p, &ClientCtx::single(Some(server), 0, abort))
+}
+
+#[test]
+fn abort_ends_a_client_blocked_on_a_silent_server() {
+    for (proto, server) in [
+        ("tcp", tcp_fake_server(0, false)),
+        // Swallows every request: the client counts losses until the abort.
+        ("udp", udp_fake_server(Some(1))),
+    ] {
+        let p = params(
+            &PINGPONG,
+            &[
+                ("protocol", Value::Str(proto.into())),
+                ("duration_s", Value::Float(60.0)),
+            ],
+        );
+        let t = Instant::now();
+        let r = run_client(&p, server, Some(Duration::from_millis(300)));
+        assert!(matches!(r, Err(WorkloadError::Aborted)), "{proto}: {r:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{proto}: took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+#[test]
+fn interval_end_wakes_a_client_blocked_on_a_silent_server() {
+    // Five answers, then silence on an open connection: the round trip in
+    // progress at the interval's end is ended by the watchdog once the
+    // server has sent nothing for a while, and the point keeps the five.
+    let p = params(
+        &PINGPONG,
+        &[
+            ("duration_s", Value::Float(2.0)),
+            ("warmup_s", Value::Float(0.0)),
+        ],
+    );
+    let t = Instant::now();
+    let r = run_client(&p, tcp_fake_server(5, false), None).expect("client result");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(r.counter("iterations"), 5);
+    assert_eq!(r.histograms["rtt_half"].count, 5);
+}
+
+#[test]
+fn udp_pingpong_counts_a_swallowed_request_as_lost_and_goes_on() {
+    let p = params(
+        &PINGPONG,
+        &[
+            udp(),
+            ("iterations", Value::Int(20)),
+            ("warmup_s", Value::Float(0.0)),
+        ],
+    );
+    let t = Instant::now();
+    let r = run_client(&p, udp_fake_server(Some(3)), None).expect("client result");
+    assert_eq!(r.counter("iterations"), 20);
+    assert_eq!(r.counter("lost_iterations"), 1);
+    assert_eq!(r.counter("warmup_lost_iterations"), 0);
+    // Lost after UDP_LOSS_TIMEOUT (500 ms), not at once.
+    assert!(t.elapsed() >= Duration::from_millis(500));
+}
+
+#[test]
+fn a_server_that_closes_mid_run_is_an_error_as_before() {
+    let p = params(&PINGPONG, &[("duration_s", Value::Float(60.0))]);
+    let e = run_client(&p, tcp_fake_server(5, true), None).expect_err("an error");
+    assert_eq!(
+        e.to_string(),
+        "client exchange: the server closed the connection"
+    );
+}
+
+#[test]
+fn udp_server_ends_after_its_clients_silence() {
+    // A client that vanishes without its end markers: the server's watchdog
+    // ends it after PAD_TIME (4 s) of silence, flagged as ended_by_timer.
+    let p = params(&PINGPONG, &[udp(), ("warmup_s", Value::Float(0.0))]);
+    let (tx, rx) = mpsc::channel();
+    let sp = p.clone();
+    let server = thread::spawn(move || {
+        let ctx = ServerCtx {
+            bind: SocketAddr::new(LO, 0),
+            abort: Arc::new(AtomicBool::new(false)),
+        };
+        PINGPONG.serve(&sp, &ctx, &mut |port| tx.send(port).unwrap())
+    });
+    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let c = std::net::UdpSocket::bind(SocketAddr::new(LO, 0)).unwrap();
+    c.connect(SocketAddr::new(LO, port)).unwrap();
+    let mut buf = [0u8; 32];
+    for _ in 0..3 {
+        c.send(&buf).unwrap();
+        c.recv(&mut buf).unwrap();
+    }
+    drop(c);
+    let t = Instant::now();
+    let r = server.join().unwrap().expect("server result");
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert_eq!(r.counter("echoed"), 3);
+    assert_eq!(r.counter("ended_by_timer"), 1);
+}
+
+#[test]
+fn abort_ends_tcp_stream_sides_blocked_on_a_silent_peer() {
+    // A sender whose receiver never reads blocks in send() on a full
+    // buffer; a receiver whose sender never sends blocks in recv().
+    let l = std::net::TcpListener::bind(SocketAddr::new(LO, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let _held = l.accept().unwrap();
+        thread::sleep(Duration::from_secs(30));
+    });
+    let p = params(&STREAM, &[("duration_s", Value::Float(60.0))]);
+    let abort = Arc::new(AtomicBool::new(false));
+    let a = abort.clone();
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        a.store(true, Ordering::Relaxed);
+    });
+    let t = Instant::now();
+    let r = STREAM.run_client(&p, &ClientCtx::single(Some(addr), 0, abort));
+    assert!(matches!(r, Err(WorkloadError::Aborted)), "sender: {r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+    let abort = Arc::new(AtomicBool::new(false));
+    let ctx = ServerCtx {
+        bind: SocketAddr::new(LO, 0),
+        abort: abort.clone(),
+    };
+    let (tx, rx) = mpsc::channel();
+    let server = thread::spawn(move || STREAM.serve(&p, &ctx, &mut |port| tx.send(port).unwrap()));
+    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let _silent = std::net::TcpStream::connect(SocketAddr::new(LO, port)).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    abort.store(true, Ordering::Relaxed);
+    let r = server.join().unwrap();
+    assert!(matches!(r, Err(WorkloadError::Aborted)), "receiver: {r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
