@@ -936,18 +936,26 @@ fn a_relayed_delay_shows_up_in_the_fastest_web_request() {
     unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
     let _ = server.wait();
     let d_us: f64 = 5000.0;
+    // The relay's user-space forwarding of one request and one response
+    // beyond its holds, generously: far below the 10 ms a doubled delay
+    // would add.
+    const FORWARDING_US: f64 = 1000.0;
     let rise = fastest[1] - fastest[0];
     // The relay's own record of what it held each way is the ground
     // truth: on a loaded machine its 5 ms sleeps overshoot (a fresh CI run
     // saw the fastest request rise 10,200.3 µs, 0.3 µs past a fixed 2 %
     // band), and that overshoot is the path's, not a measuring error. The
     // fastest request held at least both minimum holds, and no more than
-    // both median holds plus the forwarding of one request and response.
+    // both median holds plus the relay's forwarding of one request and
+    // response (its reads, writes and thread wake-ups beside the holds: a
+    // later CI run saw 10,220 µs over median holds of 10,002.4 µs, past a
+    // 200 µs allowance). Counting the delay twice would add 10 ms more.
     let hold = |dir: &str, q: &str| holds[1]["tcp"][dir][q].as_f64().unwrap() / 1000.0;
     let floor = hold("to_upstream", "hold_min_ns") + hold("to_client", "hold_min_ns");
     let typical = hold("to_upstream", "hold_p50_ns") + hold("to_client", "hold_p50_ns");
+    let longest = hold("to_upstream", "hold_max_ns") + hold("to_client", "hold_max_ns");
     eprintln!(
-        "web.load fastest request {:.1} µs, through a {d_us} µs relay {:.1} µs: rose {rise:.1} µs (imposed {:.0} µs; the relay held {floor:.1} µs at least, {typical:.1} µs typically)",
+        "web.load fastest request {:.1} µs, through a {d_us} µs relay {:.1} µs: rose {rise:.1} µs (imposed {:.0} µs; the relay held {floor:.1} µs at least, {typical:.1} µs typically, {longest:.1} µs at most)",
         fastest[0],
         fastest[1],
         2.0 * d_us
@@ -957,8 +965,8 @@ fn a_relayed_delay_shows_up_in_the_fastest_web_request() {
         "the relay held less than asked: {floor} µs"
     );
     assert!(
-        rise >= floor - 50.0 && rise <= typical + 200.0,
-        "the fastest request rose {rise} µs; the relay held {floor} µs at least, {typical} µs typically"
+        rise >= floor - 50.0 && rise <= typical + FORWARDING_US,
+        "the fastest request rose {rise} µs; the relay held {floor} µs at least, {typical} µs typically, {longest} µs at most"
     );
 }
 
