@@ -80,6 +80,37 @@ pub trait Backend {
     fn flush(&mut self, f: &mut Self::File) -> Outcome;
 }
 
+/// The walk `Deltree` takes on a server: removes each listed entry of
+/// `dir` (a directory by `deltree`, a file by `unlink`), then `dir`
+/// itself. `names` come from the back end's own listing; `spell` turns a
+/// listed name into the back end's path component (a URL escape for
+/// libsmbclient, the name as is for the native client). Shared by both SMB
+/// back ends; it allocates, as `Deltree` is rare (2 lines of the trace).
+pub(crate) fn remove_listed<B: Backend>(
+    b: &mut B,
+    dir: &CStr,
+    names: Vec<(Vec<u8>, bool)>,
+    spell: impl Fn(&[u8]) -> Vec<u8>,
+) -> Outcome {
+    for (name, is_dir) in names {
+        let mut child = dir.to_bytes().to_vec();
+        child.push(b'/');
+        child.extend_from_slice(&spell(&name));
+        let Ok(child) = CString::new(child) else {
+            continue;
+        };
+        let r = if is_dir {
+            b.deltree(&child)
+        } else {
+            b.unlink(&child)
+        };
+        if let Outcome::Err(e) = r {
+            return Outcome::Err(e);
+        }
+    }
+    b.rmdir(dir)
+}
+
 /// A local or mounted directory, through the kernel's system calls (as
 /// dbench drives it: `Flush` is `fsync`, as in dbench's fileio back end;
 /// benchlab also performs what dbench leaves out locally —

@@ -614,23 +614,7 @@ impl Backend for Smb {
             Err(e) if e == libc::ENOENT => return Outcome::Ok,
             Err(e) => return Outcome::Err(e),
         };
-        for (name, is_dir) in names {
-            let mut child = path.to_bytes().to_vec();
-            child.push(b'/');
-            child.extend_from_slice(&url_escape(&name));
-            let Ok(child) = CString::new(child) else {
-                continue;
-            };
-            let r = if is_dir {
-                self.deltree(&child)
-            } else {
-                self.unlink(&child)
-            };
-            if let Outcome::Err(e) = r {
-                return Outcome::Err(e);
-            }
-        }
-        self.rmdir(path)
+        crate::backend::remove_listed(self, path, names, url_escape)
     }
 
     fn lock(&mut self, _f: &mut SmbFile, _offset: u64, _size: u64, _lock: bool) -> Outcome {

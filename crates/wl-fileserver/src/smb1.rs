@@ -1239,23 +1239,7 @@ impl Backend for Smb1 {
             Err(libc::ENOENT) | Err(libc::ENOTDIR) => return Outcome::Ok,
             Err(e) => return Outcome::Err(set_errno(e)),
         }
-        for (name, is_dir) in names {
-            let mut child = path.to_bytes().to_vec();
-            child.push(b'/');
-            child.extend_from_slice(&name);
-            let Ok(child) = std::ffi::CString::new(child) else {
-                continue;
-            };
-            let r = if is_dir {
-                self.deltree(&child)
-            } else {
-                self.unlink(&child)
-            };
-            if let Outcome::Err(e) = r {
-                return Outcome::Err(e);
-            }
-        }
-        self.rmdir(path)
+        crate::backend::remove_listed(self, path, names, |n| n.to_vec())
     }
 
     fn lock(&mut self, f: &mut Fid, offset: u64, size: u64, lock: bool) -> Outcome {
