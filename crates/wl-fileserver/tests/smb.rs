@@ -154,11 +154,7 @@ fn a_known_mix_over_each_dialect_leaves_exactly_its_files() {
         assert_eq!(t.read_moved, n * 4096);
         // On the server's disk: each client's own directory, its file.
         let run_dir = share.join(&out.run_dir).join("clients");
-        let mut names: Vec<String> = std::fs::read_dir(&run_dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
+        let names = names_in(&run_dir);
         let want: Vec<String> = (1..=clients).map(|c| format!("client{c}")).collect();
         assert_eq!(names, want);
         for c in 1..=clients {
@@ -245,20 +241,12 @@ fn the_native_smb1_client_performs_the_whole_mix_locks_and_flushes_included() {
     // On the server's disk: each client's directory and file, its bytes
     // those benchlab wrote (the replay's 0xa5 pattern).
     let run_dir = share.join(&out.run_dir).join("clients");
-    let mut names: Vec<String> = std::fs::read_dir(&run_dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = names_in(&run_dir);
     let want: Vec<String> = (1..=clients).map(|c| format!("client{c}")).collect();
     assert_eq!(names, want);
     for c in 1..=clients {
         let dir = run_dir.join(format!("client{c}"));
-        let left: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(left, ["b.dat"], "{dir:?}");
+        assert_eq!(names_in(&dir), ["b.dat"], "{dir:?}");
         let bytes = std::fs::read(dir.join("b.dat")).unwrap();
         assert_eq!(bytes.len(), 66_536);
         assert!(bytes.iter().all(|&b| b == 0xa5));
@@ -367,4 +355,14 @@ fn native_searches_continue_locks_conflict_and_deltree_walks() {
     assert!(!share.join("many").exists());
     assert_eq!(a.deltree(&c("many")), Outcome::Ok, "nothing to do");
     svc.stop().unwrap();
+}
+
+/// The names in a directory, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
