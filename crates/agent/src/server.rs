@@ -476,34 +476,15 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
     Ok(())
 }
 
-/// Prepares a side's fresh thread: a descriptor table of its own, then the
-/// side's placement.
-///
-/// Why a table of its own: while a thread shares its table with others (an
-/// agent has several threads), every `send`/`recv`/`read`/`write` it makes
-/// takes and drops a reference on the file (two atomic operations), and on
-/// a regular file also its position lock; a single-threaded program such
-/// as netperf, sockperf or the limit programs pays neither. UDP ping-pong,
-/// 32 B on one CPU: 10 528 ns per round trip between two single-threaded
-/// processes, 10 700 ns with a second thread in each, 10 436 ns with that
-/// thread and a table of their own (4 runs each, medians). The side runs
-/// on a thread spawned for it and talks to the agent through channels, so
-/// its copy of the agent's descriptors is closed at once
-/// (`close_range(3, ~0, CLOSE_RANGE_UNSHARE)`): no socket or pipe of the
-/// agent stays open longer because of it. Threads the side starts share
-/// its table (wl-net's timer thread takes a copy of its own). A kernel
-/// without `close_range` (before 5.9) runs the side on the shared table.
+/// Prepares a side's fresh thread: a descriptor table of its own
+/// (`benchlab_core::placement::own_fd_table`: a shared table costs every
+/// system call on a file or socket a reference count, 1.6 % of a UDP
+/// ping-pong round trip), then the side's placement. The side talks to the
+/// agent only through channels, so it needs none of the agent's
+/// descriptors; threads it starts share its table (wl-net's timer thread
+/// takes a copy of its own).
 fn placed(p: &Placement) -> Result<(), WorkloadError> {
-    // SAFETY: plain syscall; it changes only this fresh thread's table,
-    // whose copies of the agent's descriptors this thread never uses.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_UNSHARE,
-        )
-    };
+    benchlab_core::placement::own_fd_table(None);
     p.apply_to_current_thread().map_err(WorkloadError::Other)
 }
 

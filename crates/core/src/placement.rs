@@ -254,8 +254,80 @@ pub fn online_cpus() -> usize {
         .unwrap_or(1)
 }
 
+/// Gives the calling thread a file-descriptor table of its own that holds
+/// only descriptors 0–2 and `keep`; false where the kernel cannot
+/// (`close_range` arrived in Linux 5.9), and the thread then keeps sharing.
+///
+/// Why: while a thread shares its table with other threads, every
+/// `read`/`write`/`lseek`/`send`/`recv` it makes takes and drops a
+/// reference on the file (two atomic operations) and, on a regular file,
+/// its position lock; a single-threaded program (IOzone, netperf, sockperf,
+/// the limit programs in `bench/limit`) pays neither. Measured with two C
+/// loops pinned to one CPU, medians: record rewrite (a 64 KiB `write` and an
+/// `lseek` in the page cache) 2259 ns single-threaded, 2421 ns with a second,
+/// sleeping thread, 2255 ns with that thread and a table of its own; UDP
+/// ping-pong, both ends on one CPU, 10 528 / 10 700 / 10 436 ns per round
+/// trip. Measured loops therefore run on threads that own their table.
+///
+/// Only for a thread that uses no other descriptor afterwards: the copies
+/// of everything else are closed (so no socket or pipe of the process is
+/// held open by this thread), and what it opens from now on is in its
+/// table alone, invisible to other threads (a thread it starts shares it).
+pub fn own_fd_table(keep: Option<std::os::fd::RawFd>) -> bool {
+    let close = |from: u32, to: u32, flags: libc::c_uint| {
+        // SAFETY: plain syscall on this thread's table; by this function's
+        // contract the thread uses none of the descriptors it closes.
+        unsafe { libc::syscall(libc::SYS_close_range, from, to, flags) == 0 }
+    };
+    match keep {
+        Some(fd) if fd >= 3 => {
+            let fd = fd as u32;
+            close(fd + 1, u32::MAX, libc::CLOSE_RANGE_UNSHARE) && (fd == 3 || close(3, fd - 1, 0))
+        }
+        _ => close(3, u32::MAX, libc::CLOSE_RANGE_UNSHARE),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// Whether `fd` is open in the calling thread's descriptor table.
+    fn is_open(fd: i32) -> bool {
+        // SAFETY: F_GETFD only reads the table.
+        (unsafe { libc::fcntl(fd, libc::F_GETFD) }) >= 0
+    }
+
+    #[test]
+    fn own_fd_table_keeps_only_what_it_is_told() {
+        use std::os::fd::AsRawFd;
+        let a = std::fs::File::open("/dev/null").unwrap();
+        let b = std::fs::File::open("/dev/null").unwrap();
+        let (fa, fb) = (a.as_raw_fd(), b.as_raw_fd());
+        let seen = std::thread::spawn(move || {
+            assert!(is_open(fa) && is_open(fb));
+            assert!(
+                own_fd_table(Some(fb)),
+                "close_range(CLOSE_RANGE_UNSHARE) failed"
+            );
+            let kept = (is_open(fa), is_open(fb));
+            // What the thread opens now is in its table alone.
+            let own = std::fs::File::open("/dev/null").unwrap();
+            assert!(is_open(own.as_raw_fd()));
+            drop(own);
+            assert!(own_fd_table(None));
+            (kept, is_open(fb))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            seen,
+            ((false, true), false),
+            "(a, b) kept, then b after a bare call"
+        );
+        // The process's own table lost nothing.
+        assert!(is_open(fa) && is_open(fb));
+        drop((a, b));
+    }
+
     use super::*;
 
     #[test]

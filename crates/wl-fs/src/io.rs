@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use benchlab_core::placement::own_fd_table;
 use benchlab_core::WorkloadError;
 
 use crate::pattern::{geometry, permutation, stride_next, Pattern};
@@ -356,28 +357,18 @@ fn seek(fd: libc::c_int, off: i64, whence: libc::c_int) -> std::io::Result<()> {
 /// Runs one cell: every selected pattern in IOzone's order, then the
 /// optional verification, then removes the file.
 ///
-/// The cell runs on a thread of its own with a private file descriptor
-/// table (`unshare(CLONE_FILES)`), so the loops' `read`/`write`/`lseek`
-/// take the kernel's single-owner paths, as single-threaded IOzone and the
-/// limit program do. In a process with several threads sharing one table
-/// (an agent is one) every such call instead takes a reference on the file
-/// and, for a regular file, its position lock: two atomic operations and a
-/// mutex each way. Record rewrite (one 64 KiB `write` and one `lseek` per
-/// record, in cache) cost 2259 ns per record single-threaded, 2421 ns with
-/// a second, sleeping thread, and 2255 ns with that thread and a private
-/// table (6 runs each, medians), which was `bench/fs-vs-fio`'s 0.92 × the
-/// limit. The table is the thread's alone and holds only the standard
-/// streams and this cell's own file: the copy of the agent's other
-/// descriptors is closed at once (`close_range(3, ~0, CLOSE_RANGE_UNSHARE)`),
-/// so no socket or pipe of the agent stays open longer because of it. A
-/// kernel without `close_range` (before 5.9) runs the cell on the shared
-/// table: the same figures, with that overhead.
+/// The cell runs on a thread of its own that owns its descriptor table
+/// (`benchlab_core::placement::own_fd_table`), so the loops' `read`/`write`/
+/// `lseek` take the kernel's single-owner paths, as single-threaded IOzone
+/// and the limit program do: record rewrite went from 0.92 to 1.00 × the
+/// limit in `bench/fs-vs-fio`. Only the cell's own file is opened in that
+/// table, and it goes away with the thread.
 pub fn run_cell(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, WorkloadError> {
     std::thread::scope(|s| {
         let cell = std::thread::Builder::new()
             .name("fs-cell".into())
             .spawn_scoped(s, || {
-                private_fd_table();
+                own_fd_table(None);
                 let result = run_cell_inner(spec, abort);
                 // The file is removed whatever happened (IOzone unlinks
                 // after each cell, unless -w); a full file system must be
@@ -391,22 +382,6 @@ pub fn run_cell(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, Workl
         cell.join()
             .unwrap_or_else(|_| Err(WorkloadError::Other("the cell's thread panicked".into())))
     })
-}
-
-/// Gives the calling thread a descriptor table of its own holding only
-/// descriptors 0–2 (see [`run_cell`]); false where the kernel cannot.
-fn private_fd_table() -> bool {
-    // SAFETY: plain syscall; it changes only this thread's table, and no
-    // descriptor it closes is used by this thread afterwards (the cell
-    // opens its own file after this).
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_UNSHARE,
-        ) == 0
-    }
 }
 
 fn run_cell_inner(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, WorkloadError> {
@@ -892,40 +867,6 @@ mod tests {
             verify: true,
             keep_file: false,
         }
-    }
-
-    /// Whether `fd` is open in the calling thread's descriptor table.
-    fn is_open(fd: libc::c_int) -> bool {
-        // SAFETY: F_GETFD only reads the table.
-        (unsafe { libc::fcntl(fd, libc::F_GETFD) }) >= 0
-    }
-
-    #[test]
-    fn the_cell_thread_table_is_its_own() {
-        let d = tempfile::tempdir().unwrap();
-        let outer = std::fs::File::create(d.path().join("outer")).unwrap();
-        let outer_fd = std::os::fd::AsRawFd::as_raw_fd(&outer);
-        std::thread::spawn({
-            let path = d.path().join("inner");
-            move || {
-                assert!(is_open(outer_fd));
-                assert!(
-                    private_fd_table(),
-                    "close_range(CLOSE_RANGE_UNSHARE) failed"
-                );
-                // The agent's descriptors are gone from the copy...
-                assert!(!is_open(outer_fd));
-                // ...and what the thread opens is in its table alone.
-                let f = std::fs::File::create(path).unwrap();
-                let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
-                assert!(is_open(fd));
-            }
-        })
-        .join()
-        .unwrap();
-        // The shared table kept its own descriptor.
-        assert!(is_open(outer_fd));
-        drop(outer);
     }
 
     #[test]

@@ -920,7 +920,13 @@ impl Timer {
         let handle = std::thread::Builder::new()
             .name("wl-net-timer".into())
             .spawn(move || {
-                own_table_keeping(watch.as_deref().map(|w| w.fd));
+                // A table of its own with only the watched socket in it,
+                // so that the loop's thread is again the only owner of
+                // its table (see `own_fd_table`). The copy holds the
+                // socket open until this thread ends, which is before the
+                // loop's thread closes it: the timer is dropped, and
+                // joined, first.
+                benchlab_core::placement::own_fd_table(watch.as_deref().map(|w| w.fd));
                 timer_thread(&sh, origin, &abort, watch.as_deref())
             })
             .map_err(|e| WorkloadError::io("starting the phase timer thread", e))?;
@@ -979,35 +985,6 @@ impl Timer {
     /// The flags were set because of the abort flag.
     pub(crate) fn aborted(&self) -> bool {
         self.shared.aborted.load(Ordering::Relaxed)
-    }
-}
-
-/// Gives the timer thread a descriptor table of its own holding only the
-/// standard streams and the watched socket (the only descriptor it uses),
-/// so that the loop's thread is again the only owner of its table and its
-/// `send`/`recv` take the kernel's single-owner path (see the agent's
-/// `placed`: a shared table costs two atomic operations per call, 1.6 %
-/// of a UDP ping-pong round trip on one CPU). The copy holds the socket
-/// open until this thread ends, which is before the loop's thread closes
-/// it: the timer is dropped, and joined, first. Where `close_range` is
-/// missing (Linux before 5.9) the table stays shared: the same figures,
-/// with that cost.
-fn own_table_keeping(fd: Option<RawFd>) {
-    let close = |from: u32, to: u32, flags: libc::c_uint| {
-        // SAFETY: plain syscall on this thread's table; the timer thread
-        // uses no descriptor but the kept one.
-        unsafe { libc::syscall(libc::SYS_close_range, from, to, flags) == 0 }
-    };
-    match fd {
-        Some(fd) if fd >= 3 => {
-            let fd = fd as u32;
-            if close(fd + 1, u32::MAX, libc::CLOSE_RANGE_UNSHARE) && fd > 3 {
-                close(3, fd - 1, 0);
-            }
-        }
-        _ => {
-            close(3, u32::MAX, libc::CLOSE_RANGE_UNSHARE);
-        }
     }
 }
 
