@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use benchlab_core::placement::own_fd_table;
 use benchlab_core::WorkloadError;
 
 use crate::pattern::{geometry, permutation, stride_next, Pattern};
@@ -357,31 +356,19 @@ fn seek(fd: libc::c_int, off: i64, whence: libc::c_int) -> std::io::Result<()> {
 /// Runs one cell: every selected pattern in IOzone's order, then the
 /// optional verification, then removes the file.
 ///
-/// The cell runs on a thread of its own that owns its descriptor table
-/// (`benchlab_core::placement::own_fd_table`), so the loops' `read`/`write`/
-/// `lseek` take the kernel's single-owner paths, as single-threaded IOzone
-/// and the limit program do: record rewrite went from 0.92 to 1.00 × the
-/// limit in `bench/fs-vs-fio`. Only the cell's own file is opened in that
-/// table, and it goes away with the thread.
+/// Run by an agent, the cell is on its side's thread, which owns its
+/// descriptor table (the agent's `placed`, `benchlab_core::placement::
+/// own_fd_table`), so the loops' `read`/`write`/`lseek` take the kernel's
+/// single-owner paths, as single-threaded IOzone and the limit program do:
+/// record rewrite went from 0.92 to 1.00 × the limit in `bench/fs-vs-fio`.
 pub fn run_cell(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, WorkloadError> {
-    std::thread::scope(|s| {
-        let cell = std::thread::Builder::new()
-            .name("fs-cell".into())
-            .spawn_scoped(s, || {
-                own_fd_table(None);
-                let result = run_cell_inner(spec, abort);
-                // The file is removed whatever happened (IOzone unlinks
-                // after each cell, unless -w); a full file system must be
-                // left empty again.
-                if !spec.keep_file || result.is_err() {
-                    let _ = std::fs::remove_file(&spec.path);
-                }
-                result
-            })
-            .map_err(|e| WorkloadError::Other(format!("starting the cell's thread: {e}")))?;
-        cell.join()
-            .unwrap_or_else(|_| Err(WorkloadError::Other("the cell's thread panicked".into())))
-    })
+    let result = run_cell_inner(spec, abort);
+    // The file is removed whatever happened (IOzone unlinks after each
+    // cell, unless -w); a full file system must be left empty again.
+    if !spec.keep_file || result.is_err() {
+        let _ = std::fs::remove_file(&spec.path);
+    }
+    result
 }
 
 fn run_cell_inner(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, WorkloadError> {
