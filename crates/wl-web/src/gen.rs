@@ -126,6 +126,10 @@ pub struct LoadSpec {
     /// Seed of the request mix (each connection draws from its own
     /// generator derived from it).
     pub seed: u64,
+    /// Polls for more events (`epoll_wait` without a timeout) before each
+    /// sleep; 0 sleeps at once. See [`Worker::wait_spinning`] for when
+    /// this helps.
+    pub spin_polls: u32,
 }
 
 /// Event counts of one phase set.
@@ -931,6 +935,30 @@ impl<'a> Worker<'a> {
         self.wait_ms(timeout_ns)
     }
 
+    /// Polls `spin_polls` times before sleeping for up to `timeout_ns`.
+    ///
+    /// Why spin at all: a server that answers a sleeping generator must
+    /// wake it, and where an idle CPU halts (a virtual machine whose guest
+    /// does not poll before halting: `haltpoll.guest_halt_poll_ns=0`, as on
+    /// the machine the figures in `docs/web.md` come from) that wake-up is
+    /// an interprocessor interrupt, a VM exit paid on the *server's* CPU.
+    /// A generator that is cheap per request sleeps more often than one
+    /// that is not, and so slows a CPU-bound server more. A few polls
+    /// catch most responses that arrive just after a batch, at the price
+    /// of generator CPU; off by default, because where generator and
+    /// server share cores a spinning generator takes CPU from the server.
+    fn wait_spinning(&mut self, timeout_ns: u64) -> usize {
+        if timeout_ns > 0 {
+            for _ in 0..self.spec.spin_polls {
+                let n = self.wait(0);
+                if n > 0 {
+                    return n;
+                }
+            }
+        }
+        self.wait(timeout_ns)
+    }
+
     /// Kernels before 5.11 (and valgrind, with which the generator's
     /// instructions per request are counted) lack epoll_pwait2: wait in
     /// whole milliseconds, rounded up so that a short timeout does not
@@ -995,7 +1023,7 @@ impl<'a> Worker<'a> {
                     now
                 });
             }
-            let n = self.wait(until.saturating_sub(now));
+            let n = self.wait_spinning(until.saturating_sub(now));
             now = now_ns();
             for e in 0..n {
                 let ev = self.events[e];
@@ -1315,6 +1343,7 @@ mod tests {
             ramp_down: Duration::ZERO,
             timeout: Duration::from_secs(1),
             seed: 1,
+            spin_polls: 0,
         }
     }
 
