@@ -127,8 +127,9 @@ pub struct LoadSpec {
     /// generator derived from it).
     pub seed: u64,
     /// Polls for more events (`epoll_wait` without a timeout) before each
-    /// sleep; 0 sleeps at once. See [`Worker::wait_spinning`] for when
-    /// this helps.
+    /// sleep; 0 sleeps at once. It spares a CPU-bound server some of the
+    /// cost of waking the generator, where that cost is high (virtual
+    /// machines whose idle CPUs halt; `docs/web.md`, "Spinning").
     pub spin_polls: u32,
 }
 
