@@ -7,7 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, DeValue, StudyError, Tab, Val};
+use super::configurations::Configs;
+use super::{Ctx, DeValue, StudyError, Tab, Val, DEFAULT_SERVER_HOST};
 use crate::param::quoted_list;
 use crate::workload::Registry;
 
@@ -233,5 +234,39 @@ impl Ctx<'_> {
             });
         }
         Ok(out)
+    }
+}
+
+impl Ctx<'_> {
+    /// `[[service]]`, and each configuration's view of the services (its
+    /// `service.NAME` overrides applied).
+    pub(super) fn configured_services(
+        &self,
+        doc: &Tab,
+        host_names: &[&str],
+        configs: &mut Configs,
+        registry: &Registry,
+    ) -> Result<Vec<ServiceDecl>, StudyError> {
+        let configurations = &mut configs.list;
+        let config_services = &configs.services;
+        let services = self.services(
+            doc.get("service"),
+            host_names,
+            DEFAULT_SERVER_HOST,
+            registry,
+        )?;
+        for (i, (c, over)) in configurations.iter_mut().zip(config_services).enumerate() {
+            c.services = services.clone();
+            if let Some(v) = over {
+                let path = format!("configuration[{i}].service");
+                for o in self.service_overrides(v, &path, &services, registry)? {
+                    if let Some(slot) = c.services.iter_mut().find(|s| s.name == o.name) {
+                        *slot = o;
+                    }
+                }
+            }
+        }
+
+        Ok(services)
     }
 }
