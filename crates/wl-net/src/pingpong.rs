@@ -51,11 +51,15 @@ use benchlab_core::{
     Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
 };
 
-use crate::common::{
-    abort_wins, checked, mean_metrics, need_server, put, put_cpu, secs, serve_requests,
-    server_addr, side_result, size, sum_metrics, validate_times, Exchanger, Outcome, Proto,
-    ServeSpec, Timer, CPU_METRICS, PROTOCOL, UDP_MAX_PAYLOAD,
+use crate::common::exchange::{serve_requests, Exchanger, Outcome, ServeSpec};
+use crate::common::params::{
+    checked, secs, size, validate_times, Proto, PROTOCOL, UDP_MAX_PAYLOAD,
 };
+use crate::common::results::{
+    abort_wins, mean_metrics, need_server, put, put_cpu, server_addr, side_result, sum_metrics,
+    CPU_METRICS,
+};
+use crate::common::timer::Timer;
 
 /// The `net.pingpong` workload (sfnt-pingpong).
 pub struct NetPingpong;

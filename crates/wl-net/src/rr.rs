@@ -53,11 +53,15 @@ use benchlab_core::{
     Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
 };
 
-use crate::common::{
-    abort_wins, checked, mean_metrics, need_server, opt_size, put, put_cpu, secs, serve_requests,
-    server_addr, side_result, size, sum_metrics, validate_times, Exchanger, Outcome, Proto,
-    ServeSpec, Timer, CPU_METRICS, PROTOCOL, UDP_MAX_PAYLOAD,
+use crate::common::exchange::{serve_requests, Exchanger, Outcome, ServeSpec};
+use crate::common::params::{
+    checked, opt_size, secs, size, validate_times, Proto, PROTOCOL, UDP_MAX_PAYLOAD,
 };
+use crate::common::results::{
+    abort_wins, mean_metrics, need_server, put, put_cpu, server_addr, side_result, sum_metrics,
+    CPU_METRICS,
+};
+use crate::common::timer::Timer;
 
 /// The `net.rr` workload (netperf `TCP_RR` / `UDP_RR`).
 pub struct NetRr;
@@ -448,12 +452,12 @@ mod tests {
         assert_eq!(format!("{:.1}", rtt_half_us(29_412.0)), "17.0");
 
         // combine: 1000 transactions in 0.5 s → 2000/s, 500 µs, 250 µs.
-        let client = crate::common::side_result(
+        let client = crate::common::results::side_result(
             &[("transactions", 1000), ("warmup_transactions", 10)],
             &[("elapsed_s", 0.5)],
             None,
         );
-        let server = crate::common::side_result(&[("transactions", 1010)], &[], None);
+        let server = crate::common::results::side_result(&[("transactions", 1010)], &[], None);
         let p = params(&[("protocol", Value::Str("tcp".into()))]);
         let s = RR.combine(&p, client, Some(server)).unwrap();
         assert_eq!(s.metrics["transactions_per_s"], 2000.0);

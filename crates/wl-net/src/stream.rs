@@ -66,13 +66,21 @@ use benchlab_core::{
     ABORT_POLL,
 };
 
-use crate::common::{
-    abort_wins, await_client, bind_server, checked, connect, enable_recverr, is_enobufs,
-    mean_metrics, need_server, opt_size, put, put_cpu, retry_or_fail, secs, send_all, server_addr,
-    set_timeouts, side_result, size, sum_metrics, sys_recv, sys_send, tcp_drain, udp_end_markers,
-    validate_buffer, validate_times, Bufs, Idle, Proto, Timer, Watch, ACCEPT_TIMEOUT, CPU_METRICS,
-    PAD_TIME, PROTOCOL, UDP_MAX_PAYLOAD,
+use crate::common::params::{
+    checked, opt_size, secs, size, validate_buffer, validate_times, Proto, PROTOCOL,
+    UDP_MAX_PAYLOAD,
 };
+use crate::common::results::{
+    abort_wins, mean_metrics, need_server, put, put_cpu, server_addr, side_result, sum_metrics,
+    CPU_METRICS,
+};
+use crate::common::sock::{
+    await_client, bind_server, connect, enable_recverr, set_timeouts, Bufs, ACCEPT_TIMEOUT,
+};
+use crate::common::sysio::{
+    is_enobufs, retry_or_fail, send_all, sys_recv, sys_send, tcp_drain, udp_end_markers,
+};
+use crate::common::timer::{Idle, Timer, Watch, PAD_TIME};
 
 /// The `net.stream` workload (netperf `TCP_STREAM` / `UDP_STREAM`).
 pub struct NetStream;
@@ -477,7 +485,7 @@ fn accept_receiver(
     ready(port);
     let s = await_client(proto, sock, &ctx.abort, ACCEPT_TIMEOUT, SERVER)?;
     // A TCP receiver blocks without timeouts, woken by its timer's thread
-    // (see `crate::common`); the UDP receiver still counts its silence in
+    // (see `crate::common::timer`); the UDP receiver still counts its silence in
     // socket timeouts.
     if proto == Proto::Udp {
         set_timeouts(&s, ABORT_POLL, SERVER)?;
@@ -586,7 +594,7 @@ fn tcp_sender(
     let len = buf.len() as u64;
 
     // No socket timeouts: a send blocked on a full buffer costs no timer,
-    // and an abort wakes it through the watch (see `crate::common`).
+    // and an abort wakes it through the watch (see `crate::common::timer`).
     let watch = Watch::new(&s, Idle::Ignore, false);
     let timer = Timer::start(cfg.warmup, abort.clone(), Some(watch))?;
     let mut bytes = 0u64;
@@ -649,7 +657,7 @@ fn tcp_receiver(
 
     // No socket timeouts: from before the first byte, an abort shuts the
     // socket down, which the loops see as an EOF and the check after them
-    // as the abort (see `crate::common`).
+    // as the abort (see `crate::common::timer`).
     let timer = Timer::watching(ctx.abort.clone(), Some(Watch::new(&s, Idle::Ignore, false)))?;
     // Without warm-up the interval starts now, before the first byte.
     let early_c0 = cfg.warmup.is_zero().then(CpuSnapshot::take);
