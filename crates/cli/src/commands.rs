@@ -122,6 +122,20 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     w.repetitions,
                     w.rows
                 )?;
+                if let Some(cw) = benchlab_wl_command::command_workload(&w.kind) {
+                    let mut missing: Vec<String> = w
+                        .points()
+                        .iter()
+                        .filter_map(|p| cw.missing_here(p))
+                        .collect();
+                    missing.dedup();
+                    for m in missing {
+                        writeln!(
+                            std::io::stdout(),
+                            "    on this machine {m}; its points are skipped on a host without it"
+                        )?;
+                    }
+                }
             }
             for c in s.configurations.iter().filter(|c| !c.hosts.is_empty()) {
                 let moved: Vec<String> =

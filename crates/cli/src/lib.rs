@@ -34,6 +34,9 @@ pub fn registry() -> benchlab_core::Registry {
         .add(&benchlab_core::fake::FAKE)
         .add(&benchlab_core::fake::FAKE_CLIENTS)
         .set_service_check(benchlab_engine::check_service);
+    benchlab_wl_command::workloads()
+        .iter()
+        .for_each(|w| _ = r.add(*w));
     r
 }
 

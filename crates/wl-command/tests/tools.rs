@@ -1,0 +1,489 @@
+//! The adapters against the real programs (Debian's packages), each parsed
+//! metric checked against a figure the tool did not print: the file fio
+//! wrote, the bytes a relay between iperf3's client and server forwarded,
+//! redis-server's own command counter, the kernel's CPU accounting of the
+//! child. And the failures: a bad path, a missing program, a non-zero
+//! exit, garbage, a hang past the time limit — each a clear error on the
+//! point with nothing left running.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use benchlab_core::param::Params;
+use benchlab_core::{ClientCtx, Sample, Value, Workload, WorkloadError};
+use benchlab_wl_command::{command_workload, CommandWorkload, COMMAND};
+
+fn tool(kind: &str) -> &'static CommandWorkload {
+    command_workload(kind).unwrap_or_else(|| panic!("{kind} is shipped"))
+}
+
+/// The point's parameters: the workload's defaults, `duration_s`, and
+/// the given values.
+fn params(w: &dyn Workload, pairs: &[(&str, Value)]) -> Params {
+    let mut p = Params::defaults(w.params());
+    p.set("duration_s", Value::Float(1.0));
+    for (k, v) in pairs {
+        p.set(k, v.clone());
+    }
+    w.validate(&p).unwrap_or_else(|(k, m)| panic!("{k}: {m}"));
+    p
+}
+
+fn run(w: &dyn Workload, p: &Params, server: Option<SocketAddr>) -> Result<Sample, WorkloadError> {
+    let ctx = ClientCtx::single(server, 0, Arc::new(AtomicBool::new(false)));
+    let side = w.run_client(p, &ctx)?;
+    w.combine(p, side, None)
+}
+
+fn have(program: &str, package: &str) -> bool {
+    if benchlab_testkit::find_program(program).is_some() {
+        return true;
+    }
+    benchlab_testkit::missing(format!("{program} (Debian package {package})"));
+    false
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server the test starts and always stops.
+struct Server(Child);
+
+impl Server {
+    fn start(argv: &[&str], port: u16) -> Server {
+        let child = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the server");
+        let s = Server(child);
+        let until = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < until, "{argv:?} did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn s(x: &str) -> Value {
+    Value::Str(x.into())
+}
+
+#[test]
+fn fio_bytes_match_the_file_it_wrote() {
+    if !have("fio", "fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = tool("tool.fio");
+    let size = 8 << 20;
+    let p = params(
+        w,
+        &[
+            ("directory", s(dir.path().to_str().unwrap())),
+            ("unlink", Value::Int(0)),
+            ("file_size", Value::Int(size)),
+            ("block_size", Value::Int(64 << 10)),
+        ],
+    );
+    let sample = run(w, &p, None).unwrap();
+    let file = dir.path().join("bench.0.0");
+    let on_disk = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(on_disk, size as u64);
+    assert_eq!(sample.metrics["write_bytes"], on_disk as f64);
+    assert_eq!(sample.metrics["read_bytes"], 0.0);
+    // MiB/s, IOPS and the block size agree with the bytes moved: IOPS ×
+    // 64 KiB is the bandwidth, and MiB/s × the time is at most the wall
+    // time of the whole command.
+    let mibps = sample.metrics["write_MiBps"];
+    let iops = sample.metrics["write_iops"];
+    assert!(
+        (iops * 64.0 / 1024.0 - mibps).abs() <= mibps * 0.01,
+        "{iops} IOPS vs {mibps} MiB/s"
+    );
+    assert!(
+        8.0 / mibps <= sample.metrics["command_wall_s"],
+        "{sample:?}"
+    );
+    assert!(sample.metrics["write_clat_us"] > 0.0);
+}
+
+#[test]
+fn iperf3_bytes_match_what_a_relay_forwarded() {
+    if !have("iperf3", "iperf3") {
+        return;
+    }
+    let port = free_port();
+    let port_s = port.to_string();
+    let _server = Server::start(&["iperf3", "-s", "-B", "127.0.0.1", "-p", &port_s], port);
+    let relay = benchlab_testbed::relay::start(benchlab_testbed::relay::RelayConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: format!("127.0.0.1:{port}").parse().unwrap(),
+        delay: Duration::ZERO,
+        protocol: benchlab_testbed::relay::RelayProtocol::Tcp,
+    })
+    .unwrap();
+    let w = tool("tool.iperf3");
+    let p = params(w, &[("message_size", Value::Int(16384))]);
+    let sample = run(w, &p, Some(relay.local_addr())).unwrap();
+    let stats = relay.stop();
+    let relayed = stats.tcp.to_upstream.bytes as f64;
+    let sent = sample.metrics["bytes_sent"];
+    let received = sample.metrics["bytes_received"];
+    // The relay forwarded the data the server counted and the control
+    // connection's JSON; never more than the client wrote and a little
+    // control (the client's last writes may be cut when the test ends:
+    // the receiver's count is the one the relay must cover).
+    assert!(sent > 0.0 && received > 0.0, "{sample:?}");
+    assert!(received <= sent, "{received} received of {sent} sent");
+    assert!(
+        relayed >= received && relayed <= sent + 65536.0,
+        "relay forwarded {relayed} B; iperf3 sent {sent} B, received {received} B"
+    );
+    // 10^6 bit/s × the test's second is the bytes received, within the
+    // test's length as iperf3 measured it (about 1 s).
+    let mbps = sample.metrics["throughput_Mbps"];
+    let implied_s = received * 8.0 / (mbps * 1e6);
+    assert!(
+        (0.8..1.5).contains(&implied_s),
+        "{received} B at {mbps} Mbit/s is {implied_s} s"
+    );
+}
+
+fn redis_info(port: u16, field: &str) -> u64 {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "INFO", "stats"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn redis_benchmark_requests_match_the_servers_counter() {
+    if !have("redis-server", "redis-server") || !have("redis-benchmark", "redis-tools") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let port_s = port.to_string();
+    let _server = Server::start(
+        &[
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port_s,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.path().to_str().unwrap(),
+        ],
+        port,
+    );
+    let before = redis_info(port, "total_commands_processed");
+    let w = tool("tool.redis-benchmark");
+    let n = 20000;
+    let p = params(
+        w,
+        &[("requests", Value::Int(n)), ("clients", Value::Int(4))],
+    );
+    let server: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let sample = run(w, &p, Some(server)).unwrap();
+    // The INFO call itself counts one command.
+    let done = redis_info(port, "total_commands_processed") - before - 1;
+    // SET and GET, n each, and redis-benchmark's own CONFIG GETs at
+    // connect (a handful).
+    assert!(
+        done >= 2 * n as u64 && done <= 2 * n as u64 + 16,
+        "server processed {done} commands for 2 × {n} requests"
+    );
+    // The two rates' times add up to no more than the command's wall
+    // time, and to most of it.
+    let (set, get) = (sample.metrics["set_rps"], sample.metrics["get_rps"]);
+    let busy = n as f64 / set + n as f64 / get;
+    let wall = sample.metrics["command_wall_s"];
+    assert!(
+        busy <= wall && busy >= wall * 0.3,
+        "{busy} s of requests in {wall} s"
+    );
+}
+
+#[test]
+fn sysbench_cpu_events_and_the_kernels_cpu_time() {
+    if !have("sysbench", "sysbench") {
+        return;
+    }
+    let w = tool("tool.sysbench-cpu");
+    let p = params(w, &[("threads", Value::Int(1))]);
+    let sample = run(w, &p, None).unwrap();
+    let m = &sample.metrics;
+    // One busy thread for 1 s: the kernel's account of the child's CPU
+    // time is at most that (and the start-up), and a good part of it on a
+    // machine shared with other tests.
+    assert!(
+        m["command_cpu_s"] > 0.1 && m["command_cpu_s"] < 1.5,
+        "{m:?}"
+    );
+    // events / (events per second) is sysbench's 1 s, within its wall.
+    let t = m["events"] / m["events_per_s"];
+    assert!((0.95..1.1).contains(&t), "{m:?}");
+    // A mean event latency × events is the busy time (1 thread).
+    let busy = m["latency_ms"] * m["events"] / 1000.0;
+    assert!((0.8..1.1).contains(&busy), "{m:?}");
+}
+
+#[test]
+fn hyperfine_times_a_sleep() {
+    if !have("hyperfine", "hyperfine") {
+        return;
+    }
+    let w = tool("tool.hyperfine");
+    let p = params(
+        w,
+        &[
+            ("target", s("sleep 0.05")),
+            ("runs", Value::Int(3)),
+            ("warmup", Value::Int(0)),
+        ],
+    );
+    let sample = run(w, &p, None).unwrap();
+    let m = &sample.metrics;
+    for k in ["mean_s", "median_s", "min_s"] {
+        assert!(m[k] >= 0.05 && m[k] < 0.2, "{k}: {m:?}");
+    }
+    // Three runs of ≥ 0.05 s fit in the command's wall time.
+    assert!(m["mean_s"] * 3.0 <= m["command_wall_s"], "{m:?}");
+}
+
+#[test]
+fn stress_ng_bogo_ops_over_its_time() {
+    if !have("stress-ng", "stress-ng") {
+        return;
+    }
+    let w = tool("tool.stress-ng");
+    let p = params(w, &[]);
+    let sample = run(w, &p, None).unwrap();
+    let m = &sample.metrics;
+    // bogo ops / (bogo ops per second) is the stressor's 1 s.
+    let t = m["bogo_ops"] / m["bogo_ops_per_s"];
+    assert!((0.9..1.2).contains(&t), "{m:?}");
+    // Per CPU second at least the real-time rate (one worker, ≤ 1 CPU).
+    assert!(
+        m["bogo_ops_per_cpu_s"] >= m["bogo_ops_per_s"] * 0.9,
+        "{m:?}"
+    );
+}
+
+#[test]
+fn sysbench_memory_rate_is_its_operations_times_the_block() {
+    if !have("sysbench", "sysbench") {
+        return;
+    }
+    let w = tool("tool.sysbench-memory");
+    let p = params(
+        w,
+        &[
+            ("block_size", Value::Int(4096)),
+            ("total_size", Value::Int(1 << 30)),
+        ],
+    );
+    let sample = run(w, &p, None).unwrap();
+    let m = &sample.metrics;
+    let implied = m["ops_per_s"] * 4096.0 / 1048576.0;
+    assert!((implied - m["MiBps"]).abs() <= m["MiBps"] * 0.01, "{m:?}");
+}
+
+/// Processes whose command line holds `marker`.
+fn running_with(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                out.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    out
+}
+
+fn inline(pairs: &[(&str, Value)]) -> Params {
+    params(&COMMAND, pairs)
+}
+
+fn err(w: &dyn Workload, p: &Params) -> WorkloadError {
+    match run(w, p, None) {
+        Ok(s) => panic!("expected an error, got {s:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn a_hang_past_the_timeout_is_killed_with_its_children() {
+    let marker = format!("benchlab-hang-{}", std::process::id());
+    let p = inline(&[
+        (
+            "command",
+            s(&format!("sleep 1000 & sleep 1000; : {marker}")),
+        ),
+        ("shell", Value::Bool(true)),
+        ("metrics", s("a (s) lower: a")),
+        ("timeout_s", Value::Float(0.5)),
+    ]);
+    let started = Instant::now();
+    let e = err(&COMMAND, &p).to_string();
+    assert!(
+        e.contains("ran past its time limit of 0.5 s (timeout_s) and was killed"),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The shell, both sleeps: nothing of the group is left.
+    std::thread::sleep(Duration::from_millis(100));
+    let left = running_with(&marker);
+    assert!(left.is_empty(), "left running: {left:?}");
+    // The background sleep had no marker of its own: look for sleeps whose
+    // parent was the shell, via the process group being gone.
+    let sleeps: Vec<String> = running_with("sleep 1000");
+    assert!(sleeps.is_empty(), "left running: {sleeps:?}");
+}
+
+#[test]
+fn a_failing_tool_keeps_its_status_and_stderr() {
+    let p = inline(&[
+        (
+            "command",
+            s("sh -c 'echo partial; echo \"disk on fire\" >&2; exit 7'"),
+        ),
+        ("metrics", s("a (s) lower: a")),
+    ]);
+    let e = err(&COMMAND, &p).to_string();
+    assert!(
+        e.contains("exited with status 7") && e.contains("stderr: disk on fire"),
+        "{e}"
+    );
+}
+
+#[test]
+fn garbage_and_a_bad_path_name_the_metric() {
+    let p = inline(&[
+        ("command", s("echo 'Segmentation fault (core dumped)'")),
+        ("parser", s("json")),
+        ("metrics", s("bw (B/s) higher: jobs[0].read.bw_bytes")),
+    ]);
+    let e = err(&COMMAND, &p).to_string();
+    assert!(
+        e.contains("not JSON") && e.contains("Segmentation fault"),
+        "{e}"
+    );
+
+    let p = inline(&[
+        // Braces of the command itself are doubled (`{name}` is a placeholder).
+        (
+            "command",
+            s(r#"echo '{{"jobs":[{{"read":{{"bw_bytes":5}}}}]}}'"#),
+        ),
+        ("parser", s("json")),
+        ("metrics", s("bw (B/s) higher: jobs[0].read.bw")),
+    ]);
+    let e = err(&COMMAND, &p).to_string();
+    assert!(
+        e.contains("metric `bw`: no key `bw` in `jobs[0].read` (its keys: bw_bytes)"),
+        "{e}"
+    );
+
+    let p = inline(&[
+        ("command", s("echo 'rate: fast'")),
+        ("metrics", s("rate (1/s) higher: rate")),
+    ]);
+    let e = err(&COMMAND, &p).to_string();
+    assert!(e.contains("`rate` is \"fast\", not a number"), "{e}");
+
+    // A path that cannot be a path is refused before anything runs.
+    let mut p = Params::defaults(COMMAND.params());
+    p.set("duration_s", Value::Float(1.0));
+    p.set("command", s("true"));
+    p.set("parser", s("json"));
+    p.set("metrics", s("bw (B/s) higher: jobs[0.read"));
+    let (key, msg) = COMMAND.validate(&p).unwrap_err();
+    assert_eq!(key, "metrics");
+    assert!(
+        msg.contains("selector `jobs[0.read`: `[` at 4 is not closed"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_missing_program_skips_the_point_and_says_where_to_get_it() {
+    let p = inline(&[
+        ("command", s("benchlab-no-such-tool --run")),
+        ("metrics", s("a (s) lower: a")),
+    ]);
+    match err(&COMMAND, &p) {
+        WorkloadError::Unsupported(m) => {
+            assert!(
+                m.contains("`benchlab-no-such-tool` is not installed"),
+                "{m}"
+            )
+        }
+        other => panic!("{other}"),
+    }
+    // A shipped tool names its package or where to get it.
+    let w = tool("tool.sfnt-pingpong");
+    let p = params(w, &[]);
+    if benchlab_testkit::find_program("sfnt-pingpong").is_none() {
+        let m = w.missing_here(&p).expect("not installed here");
+        assert!(m.contains("github.com/Xilinx-CNS/cns-sfnettest"), "{m}");
+        assert!(matches!(err(w, &p), WorkloadError::Unsupported(_)));
+    }
+    let fio = tool("tool.fio");
+    let (program, how) = fio.program(&Params::default()).unwrap();
+    assert_eq!(program, "fio");
+    assert!(
+        how.contains("Debian package `fio` (apt-get install fio)"),
+        "{how}"
+    );
+}
+
+#[test]
+fn a_users_script_with_a_lines_parser() {
+    let p = inline(&[
+        (
+            "command",
+            s("sh -c 'echo \"requests: $((3 * {message_size}))\"; echo \"latency = 2.5 ms\"'"),
+        ),
+        ("message_size", Value::Int(100)),
+        (
+            "metrics",
+            s("req (count) higher: requests\nlat (ms) lower: latency"),
+        ),
+    ]);
+    let sample = run(&COMMAND, &p, None).unwrap();
+    assert_eq!(sample.metrics["req"], 300.0);
+    assert_eq!(sample.metrics["lat"], 2.5);
+    assert!(sample.metrics["command_wall_s"] > 0.0);
+}
