@@ -6,7 +6,7 @@
 # show` prints them again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh demo
 . scripts/toolchain.sh
 if ! command -v cargo >/dev/null 2>&1; then
   echo "benchlab needs Rust's cargo (rustup.rs, or Debian's rustup package); rust-toolchain.toml pins the version." >&2

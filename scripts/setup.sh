@@ -1,55 +1,59 @@
 #!/usr/bin/env bash
-# benchlab's one set-up step: installs, when missing, every package the demo
-# (scripts/demo.sh) and the tests (scripts/test.sh) need, and makes the
-# pinned Rust toolchain available. Both scripts run it first; run it alone
-# to prepare a machine. It installs only what is missing (one
-# `apt-get update` then, none otherwise), starts nothing, and stops or
-# removes nothing. README.md lists what it installs and why.
+# benchlab's one set-up step: installs, when missing, the packages its
+# caller needs, and makes the pinned Rust toolchain available.
+#   bash scripts/setup.sh            everything the tests need (= `test`)
+#   bash scripts/setup.sh test       the same (scripts/test.sh, .ci/run)
+#   bash scripts/setup.sh demo       only what studies/demo.toml runs
+#                                    (scripts/demo.sh)
+#   bash scripts/setup.sh tool fio   one adapter's program (tools/*.toml)
+# The packages are listed once, in scripts/packages.txt, with the purposes
+# that need each. It installs only what is missing (one `apt-get update`
+# then, none otherwise), starts nothing, and stops or removes nothing.
+# README.md says what each package is for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 
-# What the tests and the demo run, as `command-or-path package`: a
-# package is installed when its command is missing.
-#   ip, tc        iproute2: test-bed namespaces, veths, bridges, tc tbf
-#   ethtool       turns veth offloads off so that tbf sees wire-sized frames
-#   sshd, ssh     the SSH host test starts a real sshd inside a test bed
-#   mkfs.*, losetup, mount   fs.matrix scratch images (ext4 and XFS)
-#   chromium      the HTML report test renders the demo report headless
-#   nginx, apache2, wrk   the web workload's real servers and its reference
-#                 load generator
-#   rabbitmq-server   the broker the mq workloads load (run as a plain
-#                 process with its own epmd, never the system service)
-#   smbd, smbclient, dbench   the file server fileserver.load drives, its
-#                 client library, and dbench's NetBench load file
-#   initdb, pg_ctl   PostgreSQL, the lab store's second backend
-#   chromedriver  drives chromium in the `benchlab serve` browser test
-#   pkg-config    finds libsmbclient when the SMB client is built
-NEEDED=(
-  "ip iproute2"
-  "tc iproute2"
-  "ethtool ethtool"
-  "/usr/sbin/sshd openssh-server"
-  "ssh openssh-client"
-  "ssh-keygen openssh-client"
-  "mkfs.ext4 e2fsprogs"
-  "mkfs.xfs xfsprogs"
-  "losetup mount"
-  "mount mount"
-  "chromium chromium"
-  "/usr/sbin/nginx nginx"
-  "/usr/sbin/apache2 apache2"
-  "wrk wrk"
-  "python3 python3"
-  "/usr/sbin/rabbitmq-server rabbitmq-server"
-  "/usr/sbin/smbd samba"
-  "smbclient smbclient"
-  "/usr/include/samba-4.0/libsmbclient.h libsmbclient-dev"
-  "dbench dbench"
-  "/usr/lib/postgresql/15/bin/initdb postgresql"
-  "chromedriver chromium-driver"
-  "pkg-config pkg-config"
-)
+purpose="${1:-test}"
+shift || true
+case "$purpose" in
+  test|demo) ;;
+  tool)
+    if [ "$#" -eq 0 ]; then
+      echo "setup: tool needs the program(s): bash scripts/setup.sh tool fio" >&2
+      exit 2
+    fi
+    ;;
+  *)
+    echo "setup: unknown purpose \`$purpose\` (allowed: test, demo, tool PROGRAM…)" >&2
+    exit 2
+    ;;
+esac
+
+# NEEDED: "command-or-path package" for this purpose.
+NEEDED=()
+while read -r purposes cmd pkg; do
+  case "$purposes" in ''|'#'*) continue ;; esac
+  wanted=false
+  case "$purpose" in
+    test) wanted=true ;;
+    demo) [[ ",$purposes," == *",demo,"* ]] && wanted=true ;;
+    tool)
+      if [[ ",$purposes," == *",tool,"* ]]; then
+        for t in "$@"; do [ "$t" = "$cmd" ] && wanted=true; done
+      fi
+      ;;
+  esac
+  if $wanted; then NEEDED+=("$cmd $pkg"); fi
+done <scripts/packages.txt
+if [ "$purpose" = tool ]; then
+  for t in "$@"; do
+    if [[ " ${NEEDED[*]-} " != *" $t "* ]]; then
+      echo "setup: no Debian package is listed for \`$t\` in scripts/packages.txt (see its tools/*.toml for where to get it)" >&2
+      exit 2
+    fi
+  done
+fi
 
 have() {
   case "$1" in
@@ -59,7 +63,7 @@ have() {
 }
 
 missing=()
-for entry in "${NEEDED[@]}"; do
+for entry in "${NEEDED[@]+"${NEEDED[@]}"}"; do
   read -r cmd pkg <<<"$entry"
   if ! have "$cmd" && [[ " ${missing[*]-} " != *" $pkg "* ]]; then
     missing+=("$pkg")

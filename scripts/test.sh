@@ -4,7 +4,7 @@
 # .ci/run both call exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test
 . scripts/toolchain.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

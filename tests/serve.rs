@@ -20,7 +20,8 @@ use common::Scratch;
 use serde_json::{json, Value};
 
 /// The shipped demo study (studies/demo.toml: every network workload, client
-/// and server on one CPU vs on two, 3 repetitions interleaved, 72 units),
+/// and server on one CPU vs on two, iperf3 beside the TCP stream, 3
+/// repetitions interleaved, 84 units),
 /// run for real at a quarter of its durations: long enough to be watched
 /// while it runs.
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/studies/demo.toml");
@@ -399,7 +400,7 @@ fn serve_in_a_real_browser() {
     assert_eq!(web.text("#status-1"), "running");
     let progress = web.text("#progress-1");
     assert!(
-        progress.contains("/ 72 units") && progress.contains("left"),
+        progress.contains("/ 84 units") && progress.contains("left"),
         "{progress}"
     );
     web.screenshot(&shots, "runs-running");

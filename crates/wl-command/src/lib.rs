@@ -116,7 +116,9 @@ const INLINE_PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "timeout_s",
-        kind: ParamKind::Seconds,
+        // Not `Seconds`: `run --scale` and `--quick` shrink durations, and
+        // a limit shrunk with them would kill a tool's start-up.
+        kind: ParamKind::Float,
         default: ParamDefault::Float(600.0),
         help: TIMEOUT_HELP,
     },
@@ -200,7 +202,7 @@ impl CommandWorkload {
         if !def.param.iter().any(|p| p.name == "timeout_s") {
             params.push(ParamSpec {
                 name: "timeout_s",
-                kind: ParamKind::Seconds,
+                kind: ParamKind::Float,
                 default: ParamDefault::Float(def.timeout_s),
                 help: TIMEOUT_HELP,
             });
@@ -348,6 +350,7 @@ impl CommandWorkload {
         };
         for (k, t) in templates {
             for name in exec::placeholders(t).map_err(|e| (key(k), e))? {
+                let name = name.strip_suffix(CEIL).unwrap_or(&name).to_string();
                 if BUILTIN.contains(&name.as_str()) {
                     continue;
                 }
@@ -387,6 +390,11 @@ impl CommandWorkload {
         Ok(())
     }
 }
+
+/// `{duration_s:ceil}`: the value rounded up to a whole number, at least 1
+/// (tools whose seconds are integers: iperf3 -t 0 would run for ever, and
+/// `run --quick` makes durations fractions of a second).
+const CEIL: &str = ":ceil";
 
 /// Placeholders benchlab sets for every command.
 const BUILTIN: &[&str] = &["scratch", "repetition"];
@@ -521,6 +529,10 @@ impl Workload for CommandWorkload {
         let server = ctx.server;
         let scratch_text = scratch.0.display().to_string();
         let lookup = |name: &str| -> Option<String> {
+            if let Some(base) = name.strip_suffix(CEIL) {
+                let x = params.get(base)?.as_f64()?;
+                return Some(format!("{}", x.ceil().max(1.0) as i64));
+            }
             match name {
                 "scratch" => Some(scratch_text.clone()),
                 "repetition" => Some(ctx.repetition.to_string()),
@@ -783,6 +795,34 @@ mod tests {
             assert!(
                 !t.table_metrics(&Params::default()).is_empty(),
                 "{}",
+                t.kind
+            );
+        }
+    }
+
+    /// Every tool with a Debian package is in scripts/packages.txt, the
+    /// one list scripts/setup.sh installs from, under its program.
+    #[test]
+    fn every_tools_package_is_in_the_setup_list() {
+        let list = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/packages.txt"),
+        )
+        .unwrap();
+        let lines: Vec<Vec<&str>> = list
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        for t in tools() {
+            let Some(pkg) = &t.tool.as_ref().unwrap().def.package else {
+                continue;
+            };
+            let program = &t.tool.as_ref().unwrap().def.program;
+            assert!(
+                lines.iter().any(|l| l[0].split(',').any(|p| p == "tool")
+                    && l[1] == program
+                    && l[2] == pkg),
+                "{}: no `tool {program} {pkg}` line in scripts/packages.txt",
                 t.kind
             );
         }

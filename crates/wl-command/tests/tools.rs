@@ -487,3 +487,16 @@ fn a_users_script_with_a_lines_parser() {
     assert_eq!(sample.metrics["lat"], 2.5);
     assert!(sample.metrics["command_wall_s"] > 0.0);
 }
+
+#[test]
+fn whole_seconds_round_up_for_tools_that_take_integers() {
+    let mut p = inline(&[
+        ("command", s("echo 'whole: {duration_s:ceil}'")),
+        ("metrics", s("whole (s) higher: whole")),
+    ]);
+    // `run --quick` leaves 0.05 s: iperf3 -t 0 would run for ever.
+    p.set("duration_s", Value::Float(0.05));
+    assert_eq!(run(&COMMAND, &p, None).unwrap().metrics["whole"], 1.0);
+    p.set("duration_s", Value::Float(2.5));
+    assert_eq!(run(&COMMAND, &p, None).unwrap().metrics["whole"], 3.0);
+}
