@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::blocks::Drift;
 use crate::bootstrap::{bootstrap_ratio_ci, Statistic, BOOTSTRAP_RESAMPLES};
 use crate::rank::{mann_whitney, RankTest};
 use crate::summary::{all_finite, mean, Interval, LEVEL_95};
@@ -88,6 +89,10 @@ pub struct Comparison {
     /// [`MAX_REPETITIONS_ESTIMATE`] would be needed.
     #[serde(default)]
     pub repetitions_to_decide: Option<usize>,
+    /// How the repetitions were ordered in time and so what the interval
+    /// can say about drift (see [`Drift`]).
+    #[serde(default)]
+    pub drift: Drift,
 }
 
 impl Comparison {
@@ -218,6 +223,7 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
             rank_test: mann_whitney(a, b),
             median_ci_pct: None,
             repetitions_to_decide: None,
+            drift: Drift::Alternated,
         });
     }
     let ci_pct = fieller_ratio_95(a, mean_a, b, mean_b).map(|(lo, hi)| {
@@ -229,43 +235,57 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
         }
     });
     let rank_test = mann_whitney(a, b);
-    let by_interval = match &ci_pct {
-        Some(ci) if ci.lo > noise_pct => Verdict::Better,
-        Some(ci) if ci.hi < -noise_pct => Verdict::Worse,
-        Some(ci) if ci.lo >= -noise_pct && ci.hi <= noise_pct => Verdict::WithinNoise,
-        _ => Verdict::Inconclusive,
-    };
-    let contradicted = rank_test
-        .as_ref()
-        .is_some_and(|t| t.can_decide(SIGNIFICANCE) && t.p_value > SIGNIFICANCE);
-    let verdict = match by_interval {
-        Verdict::Better | Verdict::Worse if contradicted => Verdict::Inconclusive,
-        v => v,
-    };
+    let by_interval = by_interval(ci_pct.as_ref(), noise_pct);
+    let verdict = vetoed(by_interval, rank_test.as_ref());
     // The estimate models the interval only: not offered when the
     // interval decided and the rank test vetoed it.
     let repetitions_to_decide = (by_interval == Verdict::Inconclusive)
         .then(|| repetitions_to_decide(a, b, better, noise_pct))
         .flatten();
-    let median_ci_pct = bootstrap_ratio_ci(a, b, Statistic::Median, BOOTSTRAP_RESAMPLES, LEVEL_95)
-        .and_then(|r| {
-            let m_b = crate::summary::median(b)?;
-            let m_a = crate::summary::median(a)?;
-            let point = advantage_pct(m_a, m_b, better)?;
-            let (p, q) = ratio_to_pct(r.lo, r.hi, m_b, better);
-            Some(Interval {
-                lo: p.min(point),
-                hi: q.max(point),
-                level: LEVEL_95,
-            })
-        });
     Some(Comparison {
         advantage_pct: point,
         ci_pct,
         verdict,
         rank_test,
-        median_ci_pct,
+        median_ci_pct: median_ci_pct(a, b, better),
         repetitions_to_decide,
+        drift: Drift::Alternated,
+    })
+}
+
+/// The verdict the interval alone gives (see [`compare`]).
+pub(crate) fn by_interval(ci_pct: Option<&Interval>, noise_pct: f64) -> Verdict {
+    match ci_pct {
+        Some(ci) if ci.lo > noise_pct => Verdict::Better,
+        Some(ci) if ci.hi < -noise_pct => Verdict::Worse,
+        Some(ci) if ci.lo >= -noise_pct && ci.hi <= noise_pct => Verdict::WithinNoise,
+        _ => Verdict::Inconclusive,
+    }
+}
+
+/// A Better or Worse that a rank test able to decide at these sample
+/// sizes did not confirm becomes Inconclusive (see [`compare`]).
+pub(crate) fn vetoed(by_interval: Verdict, rank_test: Option<&RankTest>) -> Verdict {
+    let contradicted =
+        rank_test.is_some_and(|t| t.can_decide(SIGNIFICANCE) && t.p_value > SIGNIFICANCE);
+    match by_interval {
+        Verdict::Better | Verdict::Worse if contradicted => Verdict::Inconclusive,
+        v => v,
+    }
+}
+
+/// The percentile-bootstrap interval of the advantage of the medians.
+pub(crate) fn median_ci_pct(a: &[f64], b: &[f64], better: Better) -> Option<Interval> {
+    bootstrap_ratio_ci(a, b, Statistic::Median, BOOTSTRAP_RESAMPLES, LEVEL_95).and_then(|r| {
+        let m_b = crate::summary::median(b)?;
+        let m_a = crate::summary::median(a)?;
+        let point = advantage_pct(m_a, m_b, better)?;
+        let (p, q) = ratio_to_pct(r.lo, r.hi, m_b, better);
+        Some(Interval {
+            lo: p.min(point),
+            hi: q.max(point),
+            level: LEVEL_95,
+        })
     })
 }
 
@@ -337,7 +357,7 @@ pub fn repetitions_to_decide(
 /// percent, `(low, high)`: advantage = σ·(ρ − 1)·100, with σ = ±1 from the
 /// direction and the sign of B (|B| in [`advantage_pct`]); the map is
 /// increasing when σ > 0, so the ends are reordered.
-fn ratio_to_pct(lo: f64, hi: f64, b: f64, better: Better) -> (f64, f64) {
+pub(crate) fn ratio_to_pct(lo: f64, hi: f64, b: f64, better: Better) -> (f64, f64) {
     let sigma = match better {
         Better::Higher => b.signum(),
         Better::Lower => -b.signum(),
@@ -377,18 +397,33 @@ struct Moments {
 /// sample sizes.
 fn fieller_from_moments(a: Moments, b: Moments) -> Option<(f64, f64)> {
     let (na, nb) = (a.n as f64, b.n as f64);
-    let (mean_a, mean_b) = (a.mean, b.mean);
     let va = a.var / na;
     let vb = b.var / nb;
+    let r = a.mean / b.mean;
+    // Welch–Satterthwaite: ν = (v_A + ρ²v_B)² / (v_A²/(n_A−1) + ρ⁴v_B²/(n_B−1)),
+    // at least 1 (as mratios does), rounded down for the table.
+    let spread = va + r * r * vb;
+    let df = spread * spread / (va * va / (na - 1.0) + (r * r * vb).powi(2) / (nb - 1.0));
+    fieller_95(a.mean, va, b.mean, vb, df)
+}
+
+/// Fieller's 95 % interval for μ_A/μ_B from the two means, the squared
+/// standard errors of the means (`va`, `vb`) and the degrees of freedom of
+/// the combined error (at least 1, rounded down for the t table). `None`
+/// when unbounded (B's mean within t standard errors of 0).
+pub(crate) fn fieller_95(
+    mean_a: f64,
+    va: f64,
+    mean_b: f64,
+    vb: f64,
+    df: f64,
+) -> Option<(f64, f64)> {
     let r = mean_a / mean_b;
     let spread = va + r * r * vb;
     if spread == 0.0 {
         // Both samples constant: the ratio is known exactly.
         return Some((r, r));
     }
-    // Welch–Satterthwaite: ν = (v_A + ρ²v_B)² / (v_A²/(n_A−1) + ρ⁴v_B²/(n_B−1)),
-    // at least 1 (as mratios does), rounded down for the table.
-    let df = spread * spread / (va * va / (na - 1.0) + (r * r * vb).powi(2) / (nb - 1.0));
     let df = if df.is_finite() {
         df.max(1.0).floor() as usize
     } else {
@@ -410,7 +445,7 @@ fn fieller_from_moments(a: Moments, b: Moments) -> Option<(f64, f64)> {
 }
 
 /// Sample variance (divisor n − 1) of a sample with n ≥ 2 and known mean.
-fn sample_variance(xs: &[f64], mean: f64) -> f64 {
+pub(crate) fn sample_variance(xs: &[f64], mean: f64) -> f64 {
     let ss: f64 = xs.iter().map(|&x| (x - mean) * (x - mean)).sum();
     ss / (xs.len() - 1) as f64
 }

@@ -27,7 +27,10 @@
 //!   ([`mann_whitney`]) does not contradict it, "no difference" only when
 //!   the whole interval lies inside the band, and "inconclusive" (with
 //!   [`repetitions_to_decide`]) when it straddles the band;
-//!   [`bootstrap_ratio_ci`] gives the interval of the ratio of medians.
+//!   [`bootstrap_ratio_ci`] gives the interval of the ratio of medians;
+//!   [`compare_blocked`] compares configurations that ran in blocks, with
+//!   the drift between blocks in the interval ([`block_spread`]) or, with
+//!   one block each, declared unknown ([`Drift`]).
 //! * Adaptive repetitions: [`should_stop`] under a [`StopRule`].
 //!
 //! # Conventions
@@ -45,6 +48,7 @@
 #![warn(missing_docs)]
 
 mod adaptive;
+mod blocks;
 mod bootstrap;
 mod compare;
 mod rank;
@@ -53,6 +57,7 @@ mod summary;
 mod t_dist;
 
 pub use adaptive::{half_width_pct, should_stop, StopDecision, StopRule};
+pub use blocks::{block_spread, compare_blocked, BlockSpread, Blocked, Drift};
 pub use bootstrap::{bootstrap_ratio_ci, Statistic, BOOTSTRAP_RESAMPLES};
 pub use compare::{
     advantage_pct, compare, repetitions_to_decide, Better, Comparison, Verdict, DEFAULT_NOISE_PCT,
