@@ -137,6 +137,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     }
                 }
             }
+            writeln!(std::io::stdout(), "  order: {}", s.order_text())?;
             for c in s.configurations.iter().filter(|c| !c.hosts.is_empty()) {
                 let moved: Vec<String> =
                     c.hosts.iter().map(|(a, b)| format!("{a} → {b}")).collect();
@@ -167,6 +168,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             resume,
             quick,
             scale,
+            aa,
             restore_first,
             hosts,
         } => {
@@ -176,7 +178,10 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 Some(id) => runner::resume(&mut store, &reg, id, restore_first)?,
                 None => {
                     let path = study.expect("clap requires a study without --resume");
-                    let s = load_study(&path, &reg, &hosts)?;
+                    let mut s = load_study(&path, &reg, &hosts)?;
+                    if aa {
+                        s.add_control()?;
+                    }
                     crate::envcmd::check_profiles(&s)?;
                     runner::start(&mut store, &reg, &s, options(quick, scale)?, restore_first)?
                 }

@@ -115,6 +115,11 @@ enum Command {
         /// Multiply every duration, warm-up and quiesce by this factor.
         #[arg(long, value_name = "FACTOR")]
         scale: Option<f64>,
+        /// Add an A/A control: the first configuration again, as a hidden
+        /// column in the same order as the others (as `[study] control =
+        /// true`); the report shows the machine against itself.
+        #[arg(long, conflicts_with = "resume")]
+        aa: bool,
         /// First undo whatever an earlier, crashed run left changed on the
         /// hosts (its journal), instead of refusing to start.
         #[arg(long)]

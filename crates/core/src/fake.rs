@@ -60,6 +60,24 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Bool(false),
         help: "make every repetition of the point fail",
     },
+    ParamSpec {
+        name: "noise",
+        kind: ParamKind::Float,
+        default: ParamDefault::Float(0.0),
+        help: "relative standard deviation of normal noise on both figures (0.05: 5 %)",
+    },
+    ParamSpec {
+        name: "drift",
+        kind: ParamKind::Float,
+        default: ParamDefault::Float(0.0),
+        help: "relative change of both figures per second since this process's first fake repetition (a machine drifting over a run)",
+    },
+    ParamSpec {
+        name: "seed",
+        kind: ParamKind::Count,
+        default: ParamDefault::Int(1),
+        help: "seed of the noise: with the order of the run it fixes every draw",
+    },
 ];
 
 const METRICS: &[MetricSpec] = &[
@@ -151,6 +169,7 @@ impl Workload for Fake {
         let mut r = SideResult::default();
         r.counters
             .insert("repetition".into(), ctx.repetition as u64);
+        r.values.insert("factor".into(), disturbance(params)?);
         r.peak_rss_kib = crate::cpu::peak_rss_kib();
         Ok(r)
     }
@@ -169,20 +188,57 @@ impl Workload for Fake {
             )));
         }
         let step = params.f64("step")?;
+        // 1 unless the study asked for noise or drift.
+        let factor = client.values.get("factor").copied().unwrap_or(1.0);
         let mut sample = Sample {
             client,
             server,
             ..Sample::default()
         };
-        sample
-            .metrics
-            .insert("score".into(), params.f64("value")? + step * rep as f64);
+        sample.metrics.insert(
+            "score".into(),
+            (params.f64("value")? + step * rep as f64) * factor,
+        );
         sample.metrics.insert(
             "latency_us".into(),
-            params.f64("latency_us")? + step * rep as f64,
+            (params.f64("latency_us")? + step * rep as f64) * factor,
         );
         Ok(sample)
     }
+}
+
+/// The multiplicative disturbance of one repetition: `(1 + drift·t)·(1 +
+/// noise·z)`, with t the seconds since this process's first fake
+/// repetition and z a standard normal draw from `seed` and the number of
+/// fake repetitions this process ran before (so two configurations at the
+/// same repetition draw differently, and a run in the same order draws the
+/// same).
+fn disturbance(params: &Params) -> Result<f64, WorkloadError> {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::OnceLock;
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let (noise, drift) = (params.f64("noise")?, params.f64("drift")?);
+    if noise == 0.0 && drift == 0.0 {
+        return Ok(1.0);
+    }
+    let t = ORIGIN.get_or_init(Instant::now).elapsed().as_secs_f64();
+    let n = DRAWS.fetch_add(1, Ordering::Relaxed);
+    let seed = params.u64("seed")?;
+    let unit = |k: u64| {
+        // splitmix64 of (seed, draw, k), mapped to (0, 1).
+        let mut z = seed
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(n.wrapping_mul(0xD1B5_4A32_D192_ED03))
+            .wrapping_add(k);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    // Box–Muller.
+    let z = (-2.0 * unit(1).ln()).sqrt() * (std::f64::consts::TAU * unit(2)).cos();
+    Ok((1.0 + drift * t) * (1.0 + noise * z))
 }
 
 /// `fake.clients`: a clients-axis workload without a server that emits

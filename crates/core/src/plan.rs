@@ -133,6 +133,12 @@ impl Plan {
                 .expect("planned point")
         };
         let mut units = Vec::new();
+        let mut push = |i: usize, r: u32| {
+            units.push(Unit {
+                point: i,
+                repetition: r,
+            })
+        };
         match study.order {
             Order::Sequential => {
                 for c in 0..n_cfg {
@@ -140,25 +146,49 @@ impl Plan {
                         for p in 0..count {
                             let i = find(c, w, p);
                             for r in 0..points[i].repetitions {
-                                units.push(Unit {
-                                    point: i,
-                                    repetition: r,
-                                });
+                                push(i, r);
                             }
                         }
                     }
                 }
             }
-            Order::Interleaved => {
+            Order::Interleaved | Order::Alternate { .. } => {
+                let seed = match study.order {
+                    Order::Alternate { seed } => Some(seed),
+                    _ => None,
+                };
+                let mut configs: Vec<usize> = (0..n_cfg).collect();
                 for (w, &count) in counts.iter().enumerate() {
                     for p in 0..count {
                         let reps = points[find(0, w, p)].repetitions;
                         for r in 0..reps {
-                            for c in 0..n_cfg {
-                                units.push(Unit {
-                                    point: find(c, w, p),
-                                    repetition: r,
-                                });
+                            if let Some(seed) = seed {
+                                shuffle(&mut configs, mix(&[seed, w as u64, p as u64, r.into()]));
+                            }
+                            for &c in &configs {
+                                push(find(c, w, p), r);
+                            }
+                        }
+                    }
+                }
+            }
+            Order::Blocks { blocks } => {
+                // A B B A A B …: every other round runs the configurations
+                // in reverse, so that a linear drift falls on each alike.
+                for k in 0..blocks {
+                    let round: Vec<usize> = if k % 2 == 0 {
+                        (0..n_cfg).collect()
+                    } else {
+                        (0..n_cfg).rev().collect()
+                    };
+                    for c in round {
+                        for (w, &count) in counts.iter().enumerate() {
+                            for p in 0..count {
+                                let i = find(c, w, p);
+                                let reps = points[i].repetitions;
+                                for r in (0..reps).filter(|&r| study.order.block(r, reps) == k) {
+                                    push(i, r);
+                                }
                             }
                         }
                     }
@@ -185,6 +215,26 @@ pub fn planned_points(entry: &WorkloadEntry, wl: &dyn Workload) -> Vec<Params> {
         .into_iter()
         .filter(|p| wl.include_point(p))
         .collect()
+}
+
+/// Fisher–Yates shuffle driven by splitmix64 from `state`: the alternate
+/// order's draw, reproducible from its recorded seed.
+fn shuffle(items: &mut [usize], mut state: u64) {
+    for i in (1..items.len()).rev() {
+        state = mix(&[state]);
+        let j = (state % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+/// splitmix64's finaliser folded over `words`.
+fn mix(words: &[u64]) -> u64 {
+    words.iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, &w| {
+        let mut z = (h ^ w).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    })
 }
 
 fn scale_s(s: f64, scale: f64, floor: f64) -> f64 {
@@ -222,10 +272,113 @@ size = [1, 2, 4]
 sleep_s = 2
 "#;
 
+    /// (configuration, point, repetition) of every unit, in order.
+    fn units_of(text: &str) -> (Study, Vec<(usize, usize, u32)>) {
+        let reg = registry();
+        let s = Study::parse("t.toml", text, &reg).unwrap();
+        let plan = Plan::new(&s, &reg, RunOptions::default());
+        let seq = plan
+            .units
+            .iter()
+            .map(|u| {
+                let p = &plan.points[u.point];
+                (p.config, p.point, u.repetition)
+            })
+            .collect();
+        (s, seq)
+    }
+
+    #[test]
+    fn cheap_configurations_alternate_in_a_seeded_random_order() {
+        let (s, seq) = units_of(STUDY);
+        let Order::Alternate { seed } = s.order else {
+            panic!("{:?}", s.order)
+        };
+        assert!(s.order_why.contains("cheap to switch"), "{}", s.order_why);
+        assert!(s.order_text().contains(&format!("(seed {seed})")));
+        assert_eq!(seq.len(), 12);
+        // Every round holds each configuration once.
+        for round in seq.chunks(2) {
+            assert_eq!(round[0].1, round[1].1);
+            assert_eq!(round[0].2, round[1].2);
+            assert_ne!(round[0].0, round[1].0);
+        }
+        // Not always the same configuration first.
+        let firsts: Vec<usize> = seq.chunks(2).map(|r| r[0].0).collect();
+        assert!(firsts.contains(&0) && firsts.contains(&1), "{firsts:?}");
+        // The same file runs in the same order; another seed in another.
+        assert_eq!(units_of(STUDY).1, seq);
+        let other = STUDY.replace(
+            "name = \"t\"",
+            "name = \"t\"\norder = \"alternate\"\nseed = 7",
+        );
+        let (s7, seq7) = units_of(&other);
+        assert_eq!(s7.order, Order::Alternate { seed: 7 });
+        assert_ne!(seq7, seq);
+    }
+
+    #[test]
+    fn costly_configurations_run_in_abba_blocks() {
+        let text = STUDY.replace("set = { value = 50 }", "profile = \"latency-performance\"");
+        let (s, seq) = units_of(&text);
+        assert_eq!(s.order, Order::Blocks { blocks: 2 });
+        assert!(s.order_why.contains("profile"), "{}", s.order_why);
+        let cfgs: Vec<usize> = seq.iter().map(|u| u.0).collect();
+        // Block 0 holds repetition 0 of each point, block 1 repetition 1:
+        // A A A B B B | B B B A A A.
+        assert_eq!(cfgs, [0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0]);
+        assert!(seq[..6].iter().all(|u| u.2 == 0));
+        assert!(seq[6..].iter().all(|u| u.2 == 1));
+        // Three blocks of five repetitions (2 + 2 + 1) in ABBAAB.
+        let text3 = text.replace("repetitions = 2", "repetitions = 5").replace(
+            "name = \"t\"",
+            "name = \"t\"\norder = \"blocks\"\nblocks = 3",
+        );
+        let (s3, seq3) = units_of(&text3);
+        let blocks: Vec<(usize, u32)> = seq3
+            .iter()
+            .filter(|u| u.1 == 0)
+            .map(|u| (u.0, s3.order.block(u.2, 5)))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                (0, 0),
+                (0, 0),
+                (1, 0),
+                (1, 0),
+                (1, 1),
+                (1, 1),
+                (0, 1),
+                (0, 1),
+                (0, 2),
+                (1, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn control_repeats_the_first_configuration() {
+        let text = STUDY.replace("name = \"t\"", "name = \"t\"\ncontrol = true");
+        let (s, seq) = units_of(&text);
+        assert!(s.control);
+        assert_eq!(s.configurations.len(), 3);
+        assert_eq!(s.configurations[2].name, crate::study::CONTROL_NAME);
+        assert_eq!(s.workloads[0].overrides[2], s.workloads[0].overrides[0]);
+        // Alternating: every round holds all three.
+        assert_eq!(seq.len(), 18);
+        for round in seq.chunks(3) {
+            let mut c: Vec<usize> = round.iter().map(|u| u.0).collect();
+            c.sort();
+            assert_eq!(c, [0, 1, 2]);
+        }
+    }
+
     #[test]
     fn sequential_and_interleaved() {
         let reg = registry();
-        let s = Study::parse("t.toml", STUDY, &reg).unwrap();
+        let text = STUDY.replace("name = \"t\"", "name = \"t\"\norder = \"sequential\"");
+        let s = Study::parse("t.toml", &text, &reg).unwrap();
         let plan = Plan::new(&s, &reg, RunOptions::default());
         assert_eq!(plan.points.len(), 6);
         assert_eq!(plan.units.len(), 12);

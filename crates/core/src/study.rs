@@ -13,6 +13,7 @@ mod header;
 mod hostmap;
 mod hosts;
 mod lab;
+mod order;
 mod services;
 mod steps;
 mod values;
@@ -23,9 +24,10 @@ pub use defaults::{
     Adaptive, Defaults, OnError, Selection, DEFAULT_DURATION_S, DEFAULT_QUIESCE_S,
     DEFAULT_REPETITIONS, DEFAULT_WARMUP_S,
 };
-pub use header::Order;
+pub use header::{Order, DEFAULT_BLOCKS};
 pub use hosts::{Host, Transport, DEFAULT_CLIENT_HOST, DEFAULT_SERVER_HOST};
 pub use lab::HOST_SPEC_FORMS;
+pub use order::CONTROL_NAME;
 pub use services::ServiceDecl;
 pub use steps::{Step, StepStatus};
 pub use workloads::WorkloadEntry;
@@ -82,6 +84,17 @@ pub struct Study {
     pub description: String,
     /// Execution order.
     pub order: Order,
+    /// Why the run uses that order: the study asked for it, or which
+    /// difference between configurations made benchlab choose it.
+    /// Empty for runs stored before benchlab chose orders.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub order_why: String,
+    /// `[study] control = true`: the last configuration is an A/A control,
+    /// the first one again under another name, run in the same order as
+    /// the others; reports show its comparisons with the first as the
+    /// machine against itself, not as a configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control: bool,
     /// `[defaults]`.
     pub defaults: Defaults,
     /// Configurations (at least one).
@@ -158,22 +171,35 @@ impl Study {
             name,
             description,
             order,
+            seed,
+            blocks,
+            control,
             steps,
         } = header;
         let configurations = configs.list;
-        Ok(Study {
+        let (order, order_why) = match order {
+            Some(o) => (o, "as the study asks".to_string()),
+            None => order::choose(text, seed, blocks, &configurations),
+        };
+        let mut study = Study {
             file: file.to_string(),
             text: text.to_string(),
             name,
             description,
             order,
+            order_why,
+            control: false,
             defaults,
             configurations,
             workloads,
             hosts,
             services,
             steps,
-        })
+        };
+        if control {
+            study.add_control()?;
+        }
+        Ok(study)
     }
 
     /// Every host a workload side or a managed service runs on in any
