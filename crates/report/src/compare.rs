@@ -72,6 +72,11 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             order[i].label.clone()
         }
     };
+    // Blocks mean something only within one run: columns from different
+    // runs compare as independent samples, and the order says so.
+    let one_run = order
+        .iter()
+        .all(|s| s.report.run.id == order[0].report.run.id);
     let mut tables = Vec::new();
     for bt in &base.tables {
         let sbetter = match bt.better {
@@ -91,6 +96,12 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
                             .find(|t| key(t) == key(bt))
                             .and_then(|t| t.rows.iter().find(|r| r.label == br.label))
                             .and_then(|r| r.cells.get(s.config).cloned().flatten())
+                            .map(|mut c| {
+                                if !one_run {
+                                    c.blocks.clear();
+                                }
+                                c
+                            })
                     })
                     .collect();
                 let advantages = unjudged_published(advantages(&cells, sbetter), &published);
@@ -226,6 +237,12 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .map(|s| format!("{}: {}", s.label, s.report.repetition_rule))
             .collect::<Vec<_>>()
             .join("; "),
+        order: if one_run {
+            order[0].report.order.clone()
+        } else {
+            "columns from different runs: their repetitions compare as independent samples, and a difference may include whatever changed between the runs".into()
+        },
+        control: Vec::new(),
         settings: order
             .iter()
             .flat_map(|s| s.report.settings.iter().cloned())

@@ -124,7 +124,11 @@ pub fn render_body(report: &RunReport) -> String {
         o.push_str("</table>\n");
     }
 
+    if !report.order.is_empty() {
+        let _ = writeln!(o, "<p class=\"small\">Order: {}</p>", esc(&report.order));
+    }
     findings(report, &mut o);
+    control_html(report, &mut o);
 
     o.push_str("<h2>Results</h2>\n");
     let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend(report)));
@@ -182,6 +186,28 @@ pub fn render_body(report: &RunReport) -> String {
         "<pre id=\"chart-check\"></pre>\n<script>{CHECK_SCRIPT}</script>"
     );
     o
+}
+
+/// The A/A control's section: the machine against itself.
+fn control_html(report: &RunReport, o: &mut String) {
+    let Some((head, rows)) = crate::text::control(report) else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "<h2 id=\"control\">The machine against itself (A/A control)</h2>\n<p>{}</p>\n<table><tr><th class=\"l\">Table · row</th><th>Advantage</th></tr>",
+        esc(&head)
+    );
+    for ((what, adv), c) in rows.iter().zip(&report.control) {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"{}\">{}</td></tr>",
+            esc(what),
+            verdict_class(&c.advantage),
+            esc(adv)
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 /// The report's legend, and what only the HTML shows: colours and the
@@ -247,6 +273,19 @@ fn findings(report: &RunReport, o: &mut String) {
             }
             if unknown > 0 {
                 parts.push(format!("too few repetitions to tell in {unknown}"));
+            }
+            let drift_unknown = advs
+                .iter()
+                .filter(|a| {
+                    a.comparison
+                        .as_ref()
+                        .is_some_and(|c| c.drift == benchlab_stats::Drift::Unknown)
+                })
+                .count();
+            if drift_unknown > 0 {
+                parts.push(format!(
+                    "‡ {drift_unknown} rest on one block each, drift unknown"
+                ));
             }
             let small_n = advs
                 .iter()

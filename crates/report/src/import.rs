@@ -244,6 +244,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                                 ci: None,
                                 values: v.clone(),
                                 failed: 0,
+                                blocks: Vec::new(),
                             }
                         })
                     })
@@ -326,6 +327,8 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),
+        order: String::new(),
+        control: Vec::new(),
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),

@@ -27,6 +27,12 @@ pub struct Cell {
     pub values: Vec<f64>,
     /// Repetitions that failed or were skipped.
     pub failed: usize,
+    /// The block each of `values` ran in, when the configurations ran in
+    /// blocks (sequential or blocks order); empty when they alternated at
+    /// every repetition or the figures come from elsewhere (another run, a
+    /// paper). Comparisons of blocked cells use the blocks' spread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<u32>,
 }
 
 /// The advantage of one configuration over the first at one row.
@@ -288,6 +294,14 @@ pub struct RunReport {
     /// appendix states it with the n of every figure).
     #[serde(default)]
     pub repetition_rule: String,
+    /// The order the configurations ran in and why, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub order: String,
+    /// With an A/A control (`[study] control = true`): its comparisons
+    /// with the first configuration, the machine against itself. The
+    /// control is not a column of the tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control: Vec<ControlComparison>,
     /// The settings each configuration changed (empty when none did, or
     /// when the store does not record them).
     #[serde(default)]
@@ -316,6 +330,35 @@ pub struct RunReport {
     /// by the caller from the store).
     #[serde(default)]
     pub services: Vec<ServiceRecord>,
+}
+
+/// One comparison of the A/A control with the configuration it repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlComparison {
+    /// The table it belongs to (as the renderers title it).
+    pub table: String,
+    /// The row.
+    pub row: String,
+    /// The control's advantage over the first configuration, with its
+    /// verdict: anything but "no difference" or "inconclusive" is a false
+    /// positive of this run.
+    pub advantage: Option<Advantage>,
+}
+
+impl RunReport {
+    /// The A/A control's verdicts: (called better or worse, compared).
+    pub fn control_false_positives(&self) -> (usize, usize) {
+        let compared: Vec<&stats::Comparison> = self
+            .control
+            .iter()
+            .filter_map(|c| c.advantage.as_ref()?.comparison.as_ref())
+            .collect();
+        let called = compared
+            .iter()
+            .filter(|c| matches!(c.verdict, stats::Verdict::Better | stats::Verdict::Worse))
+            .count();
+        (called, compared.len())
+    }
 }
 
 /// A managed service as it ran, for the appendix: what the service crate
@@ -664,10 +707,20 @@ pub fn build(
         results.push((p, reps, metrics, summaries));
     }
 
+    // The A/A control is the last configuration: compared, then taken
+    // out of the columns.
+    let control = (study.control && configurations.len() > 1).then(|| configurations.len() - 1);
+    let shown = &configurations[..control.unwrap_or(configurations.len())];
+    let mut control_rows = Vec::new();
     let mut tables = Vec::new();
     for (w, entry) in study.workloads.iter().enumerate() {
         let Some(wl) = plan.workloads.get(w) else {
             continue;
+        };
+        let planned_reps = if run.options.quick {
+            1
+        } else {
+            entry.repetitions
         };
         if !plans.get(w).is_none_or(WorkloadPlan::has_table) {
             continue;
@@ -754,15 +807,40 @@ pub fn build(
                             let failed =
                                 r.1.iter().filter(|s| s.status != SampleStatus::Ok).count();
                             let (value, ci) = quoted(&values, stddevs.as_deref(), selection)?;
+                            let blocks = if study.order.alternates() {
+                                Vec::new()
+                            } else {
+                                let sd = (selection == Selection::MedianStddevRun)
+                                    .then_some(sd)
+                                    .flatten();
+                                kept(all, sd)
+                                    .map(|i| study.order.block(r.1[i].repetition, planned_reps))
+                                    .collect()
+                            };
                             Some(Cell {
                                 value,
                                 ci,
                                 values,
                                 failed,
+                                blocks,
                             })
                         }));
                     }
-                    let advantages = advantages(&cells, sbetter);
+                    let mut advantages = advantages_with(&cells, sbetter, control);
+                    if let Some(k) = control {
+                        cells.remove(k);
+                        let adv = advantages.remove(k - 1);
+                        control_rows.push(ControlComparison {
+                            table: [entry.name.as_str(), spec.label.as_str(), g.as_str()]
+                                .iter()
+                                .filter(|s| !s.is_empty())
+                                .copied()
+                                .collect::<Vec<_>>()
+                                .join(" · "),
+                            row: rv.clone(),
+                            advantage: adv,
+                        });
+                    }
                     rows.push(Row {
                         label: rv.clone(),
                         cells,
@@ -771,7 +849,7 @@ pub fn build(
                 }
                 let average = wl
                     .average_row
-                    .then(|| average_row(&rows, configurations.len(), sbetter));
+                    .then(|| average_row(&rows, shown.len(), sbetter));
                 tables.push(Table {
                     workload: entry.name.clone(),
                     kind: entry.kind.clone(),
@@ -782,7 +860,7 @@ pub fn build(
                     better,
                     decimals: spec.decimals,
                     advantage_decimals: 2,
-                    columns: configurations.iter().map(|c| c.name.clone()).collect(),
+                    columns: shown.iter().map(|c| c.name.clone()).collect(),
                     rows,
                     average,
                 });
@@ -802,17 +880,19 @@ pub fn build(
             summaries,
         })
         .collect();
-    let names: Vec<String> = configurations.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<String> = shown.iter().map(|c| c.name.clone()).collect();
     let views = views::build(&plans, &points, &names, selection, aid.notes);
     let mut report = RunReport {
         run: run.clone(),
-        configurations: configurations.to_vec(),
+        configurations: shown.to_vec(),
         selection,
         tables,
         points,
         failures,
         hosts: hosts.to_vec(),
         repetition_rule: repetition_rule(study),
+        order: study.order_text(),
+        control: control_rows,
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
@@ -847,6 +927,7 @@ pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -
                 ci: None,
                 values: vals,
                 failed: 0,
+                blocks: Vec::new(),
             })
         })
         .collect();
@@ -873,20 +954,92 @@ pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -
 /// Each configuration's advantage over the first (the baseline), with the
 /// comparison of their repetitions when both have at least two.
 pub fn advantages(cells: &[Option<Cell>], better: stats::Better) -> Vec<Option<Advantage>> {
+    advantages_with(cells, better, None)
+}
+
+/// Block numbers of an A/A control's figures, moved clear of the first
+/// configuration's when they count as more blocks of it.
+const CONTROL_BLOCKS: u32 = 1 << 20;
+
+/// [`advantages`], with `control` the column of an A/A control that
+/// repeats the first configuration: for the spread between blocks, its
+/// blocks count as more blocks of the first configuration (with one block
+/// each otherwise, they are what lets drift be measured at all).
+///
+/// When every cell carries its blocks (the configurations ran in blocks),
+/// the comparisons are [`stats::compare_blocked`] with the row's
+/// [`stats::block_spread`]; otherwise [`stats::compare`].
+pub(crate) fn advantages_with(
+    cells: &[Option<Cell>],
+    better: stats::Better,
+    control: Option<usize>,
+) -> Vec<Option<Advantage>> {
+    let present: Vec<&Cell> = cells.iter().flatten().collect();
+    let blocked = !present.is_empty() && present.iter().all(|c| !c.blocks.is_empty());
+    let spread = if blocked {
+        // The first configuration with its control, then the others.
+        let mut first = (Vec::new(), Vec::new());
+        for (i, c) in cells.iter().enumerate() {
+            if let (Some(c), true) = (c, i == 0 || Some(i) == control) {
+                let shift = if i == 0 { 0 } else { CONTROL_BLOCKS };
+                first.0.extend_from_slice(&c.values);
+                first.1.extend(c.blocks.iter().map(|b| b + shift));
+            }
+        }
+        let mut sides = vec![stats::Blocked {
+            values: &first.0,
+            blocks: &first.1,
+        }];
+        for (i, c) in cells.iter().enumerate() {
+            if let (Some(c), false) = (c, i == 0 || Some(i) == control) {
+                sides.push(stats::Blocked {
+                    values: &c.values,
+                    blocks: &c.blocks,
+                });
+            }
+        }
+        let sides: Vec<_> = sides.into_iter().filter(|s| !s.values.is_empty()).collect();
+        stats::block_spread(&sides)
+    } else {
+        None
+    };
     cells
         .iter()
         .skip(1)
         .map(|c| match (c, &cells[0]) {
-            (Some(a), Some(b)) => {
-                stats::advantage_pct(a.value, b.value, better).map(|pct| Advantage {
+            (Some(a), Some(b)) => stats::advantage_pct(a.value, b.value, better).map(|pct| {
+                let comparison = if blocked {
+                    stats::compare_blocked(
+                        stats::Blocked {
+                            values: &a.values,
+                            blocks: &a.blocks,
+                        },
+                        stats::Blocked {
+                            values: &b.values,
+                            blocks: &b.blocks,
+                        },
+                        spread,
+                        better,
+                        NOISE_PCT,
+                    )
+                } else {
+                    stats::compare(&a.values, &b.values, better, NOISE_PCT)
+                };
+                Advantage {
                     pct,
-                    comparison: stats::compare(&a.values, &b.values, better, NOISE_PCT)
-                        .filter(|c| c.verdict != stats::Verdict::Insufficient),
-                })
-            }
+                    comparison: comparison.filter(|c| c.verdict != stats::Verdict::Insufficient),
+                }
+            }),
             _ => None,
         })
         .collect()
+}
+
+/// Indices of the figures a cell keeps: finite, and with a finite
+/// companion standard deviation when `sd` is given (as [`with_stddevs`]).
+fn kept<'a>(all: &'a [f64], sd: Option<&'a Vec<f64>>) -> impl Iterator<Item = usize> + 'a {
+    let sd = sd.filter(|sd| sd.len() == all.len());
+    (0..all.len()).filter(move |&i| all[i].is_finite() && sd.is_none_or(|sd| sd[i].is_finite()))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use benchlab_core::study::Selection;
-use benchlab_stats::Verdict;
+use benchlab_stats::{Drift, Verdict};
 
 use crate::model::{Advantage, Cell, Row, RunReport, Table, NOISE_PCT};
 use crate::views::{self, CurveView, MatrixView, View};
@@ -100,6 +100,7 @@ pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
         Some(a) => {
             let mark = match a.comparison.as_ref() {
                 Some(c) if c.verdict == Verdict::WithinNoise => " ≈",
+                Some(c) if c.drift == Drift::Unknown => " ~‡",
                 Some(c) if c.verdict == Verdict::Inconclusive => " ~",
                 Some(c) if c.small_n() => " †",
                 Some(_) => "",
@@ -119,7 +120,8 @@ pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
 /// (`n?` when the rank test vetoed the interval, which no count models).
 pub(crate) fn decide_text(a: &Advantage) -> Option<String> {
     let c = a.comparison.as_ref()?;
-    if c.verdict != Verdict::Inconclusive {
+    // With one block each, more repetitions cannot decide: more blocks can.
+    if c.verdict != Verdict::Inconclusive || c.drift == Drift::Unknown {
         return None;
     }
     Some(match c.repetitions_to_decide {
@@ -279,6 +281,9 @@ fn terminal(report: &RunReport) -> String {
     for c in &report.configurations {
         let _ = writeln!(out, "  configuration {}: {}", c.name, c.description);
     }
+    if !report.order.is_empty() {
+        let _ = writeln!(out, "  order: {}", report.order);
+    }
     for h in &report.hosts {
         let inv = &h.inventory;
         let _ = writeln!(
@@ -310,9 +315,32 @@ fn terminal(report: &RunReport) -> String {
         out.push_str(&legend(report));
         published_line(report, &mut out);
     }
+    control_text(report, false, &mut out);
     failures(report, &mut out);
     notes_text(report, &mut out, false);
     out
+}
+
+/// The A/A control's comparisons (Markdown with `md`): the machine against
+/// itself, with the run's false-positive count.
+fn control_text(report: &RunReport, md: bool, out: &mut String) {
+    let Some((head, rows)) = crate::text::control(report) else {
+        return;
+    };
+    if md {
+        let _ = writeln!(
+            out,
+            "\n## The machine against itself (A/A control)\n\n{head}\n"
+        );
+        for (what, adv) in rows {
+            let _ = writeln!(out, "- {what}: {adv}");
+        }
+    } else {
+        let _ = writeln!(out, "\nThe machine against itself (A/A control): {head}");
+        for (what, adv) in rows {
+            let _ = writeln!(out, "  {what}: {adv}");
+        }
+    }
 }
 
 /// The matrix and curve views as text tables (Markdown with `md`).
@@ -464,6 +492,9 @@ fn markdown(report: &RunReport) -> String {
     if !report.repetition_rule.is_empty() {
         let _ = writeln!(out, "Repetitions: {}.\n", report.repetition_rule);
     }
+    if !report.order.is_empty() {
+        let _ = writeln!(out, "Order: {}.\n", report.order);
+    }
     for t in &report.tables {
         let _ = writeln!(out, "## {}\n", title_of(t));
         let (min_n, max_n) = n_range(t).unwrap_or((0, 0));
@@ -492,6 +523,7 @@ fn markdown(report: &RunReport) -> String {
     out.push_str(&legend(report));
     published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
+    control_text(report, true, &mut out);
     failures(report, &mut out);
     notes_text(report, &mut out, true);
     appendix(report, &mut out);

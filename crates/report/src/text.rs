@@ -1,7 +1,7 @@
 //! The words every renderer shares: the legend of the tables and the
 //! methodology appendix, written once and laid out by each renderer.
 
-use benchlab_stats::{BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
+use benchlab_stats::{Drift, BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
 
 use crate::model::{RunReport, NOISE_PCT};
 use crate::render::selection_text;
@@ -10,10 +10,57 @@ use crate::render::selection_text;
 /// advantage is computed and what its marks say.
 pub fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.\n",
+        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.{}\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
+        if drift_unknown(report) {
+            format!(" ‡ = {}: the configurations ran one after the other, so a difference between them may be drift over the run; at most inconclusive (run them in blocks, or with an A/A control).", Drift::Unknown.mark().unwrap_or_default())
+        } else {
+            String::new()
+        }
     )
+}
+
+/// Whether any comparison of the report is marked [`Drift::Unknown`].
+pub fn drift_unknown(report: &RunReport) -> bool {
+    report
+        .tables
+        .iter()
+        .flat_map(|t| t.rows.iter().chain(&t.average))
+        .flat_map(|r| r.advantages.iter().flatten())
+        .any(|a| {
+            a.comparison
+                .as_ref()
+                .is_some_and(|c| c.drift == Drift::Unknown)
+        })
+}
+
+/// The A/A control's section: its summary line, then (table · row,
+/// advantage) per comparison; `None` without a control.
+pub fn control(report: &RunReport) -> Option<(String, Vec<(String, String)>)> {
+    if report.control.is_empty() {
+        return None;
+    }
+    let (called, compared) = report.control_false_positives();
+    let base = report
+        .configurations
+        .first()
+        .map(|c| c.name.as_str())
+        .unwrap_or("-");
+    let head = format!(
+        "`{base}` repeated as a hidden configuration in the same order as the others; {called} of {compared} comparison(s) called better or worse — the run's empirical false positives (at most about 5 % expected)."
+    );
+    let rows = report
+        .control
+        .iter()
+        .map(|c| {
+            (
+                format!("{} · {}", c.table, c.row),
+                crate::render::advantage_text(&c.advantage, 2),
+            )
+        })
+        .collect();
+    Some((head, rows))
 }
 
 /// Appendix B: how the figures were produced, as (topic, text) rows.
@@ -47,6 +94,9 @@ pub fn methodology(report: &RunReport) -> Vec<(String, String)> {
         ),
     );
     row("Repetitions", report.repetition_rule.clone());
+    if !report.order.is_empty() {
+        row("Order", report.order.clone());
+    }
     row("Quoted figure", selection_text(report.selection).into());
     row(
         "Intervals of figures",
@@ -65,7 +115,7 @@ pub fn methodology(report: &RunReport) -> Vec<(String, String)> {
     row(
         "Verdict",
         format!(
-            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; \"no difference\" needs the whole interval within the band; an interval that straddles it is inconclusive, with the repetitions per side that would likely decide; when no rank test can reach that p with so few repetitions the verdict is marked †"
+            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; \"no difference\" needs the whole interval within the band; an interval that straddles it is inconclusive, with the repetitions per side that would likely decide; when no rank test can reach that p with so few repetitions the verdict is marked †; when the configurations ran in blocks, the drift between blocks is part of the interval (a two-level model with the block as the unit of replication: Hurlbert 1984; variance components by the analysis of variance, Searle, Casella & McCulloch 1992; Satterthwaite 1946), and with one block each and nothing to measure the drift by, the verdict is at most inconclusive (‡)"
         ),
     );
     row(

@@ -926,6 +926,7 @@ fn summary_cell(
         ci: None,
         values,
         failed,
+        blocks: Vec::new(),
     })
 }
 

@@ -228,6 +228,8 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: String::new(),
+        order: String::new(),
+        control: Vec::new(),
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),

@@ -18,6 +18,7 @@ fn cell(values: &[f64]) -> Option<Cell> {
         ci: s.median_ci,
         values: values.to_vec(),
         failed: 0,
+        blocks: Vec::new(),
     })
 }
 
@@ -82,6 +83,8 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),
+        order: String::new(),
+        control: Vec::new(),
         settings: Vec::new(),
         events: Vec::new(),
         latency: Vec::new(),
