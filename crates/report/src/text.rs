@@ -109,7 +109,7 @@ pub fn methodology(report: &RunReport) -> Vec<(String, String)> {
     row(
         "Interval of an advantage",
         format!(
-            "Fieller's 95% interval for the ratio of means with Welch degrees of freedom (Fieller 1954; Tamhane & Logan 2004); for medians, a percentile bootstrap with {BOOTSTRAP_RESAMPLES} resamples seeded from the data (Efron & Tibshirani 1993, ch. 13), in the JSON output"
+            "Fieller's 95% interval for the ratio of means with Welch degrees of freedom (Fieller 1954; Tamhane & Logan 2004), limited to positive ratios when every figure is positive (Mandelkern 2002); for medians, a percentile bootstrap with {BOOTSTRAP_RESAMPLES} resamples seeded from the data (Efron & Tibshirani 1993, ch. 13), in the JSON output"
         ),
     );
     row(

@@ -46,8 +46,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::compare::{
-    advantage_pct, by_interval, compare, fieller_95, median_ci_pct, ratio_to_pct, vetoed, Better,
-    Comparison, Verdict,
+    advantage_pct, by_interval, compare, fieller_95, median_ci_pct, ratio_to_pct, vetoed,
+    within_sign, Better, Comparison, Verdict,
 };
 use crate::rank::mann_whitney;
 use crate::summary::{all_finite, mean, Interval, LEVEL_95};
@@ -257,6 +257,7 @@ pub fn compare_blocked(
     };
     let point = advantage_pct(ea.mean, eb.mean, better)?;
     let ci_pct = fieller_95(ea.mean, va, eb.mean, vb, df).map(|(lo, hi)| {
+        let (lo, hi) = within_sign(lo, hi, a.values, b.values);
         let (p, q) = ratio_to_pct(lo, hi, eb.mean, better);
         Interval {
             lo: p.min(point),

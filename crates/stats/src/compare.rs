@@ -227,6 +227,7 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
         });
     }
     let ci_pct = fieller_ratio_95(a, mean_a, b, mean_b).map(|(lo, hi)| {
+        let (lo, hi) = within_sign(lo, hi, a, b);
         let (p, q) = ratio_to_pct(lo, hi, mean_b, better);
         Interval {
             lo: p.min(point),
@@ -251,6 +252,23 @@ pub fn compare(a: &[f64], b: &[f64], better: Better, noise_pct: f64) -> Option<C
         repetitions_to_decide,
         drift: Drift::Alternated,
     })
+}
+
+/// Fieller's ratio interval `(lo, hi)` intersected with the ratios the
+/// samples allow: when every figure of both sides is positive (a
+/// throughput, a latency), so are both means and their ratio, so the
+/// interval starts at 0 at the lowest — never an advantage below −100 %
+/// for a higher-is-better metric nor above +100 % for a lower-is-better
+/// one. Intersecting a confidence set with the parameter space keeps its
+/// coverage (M. Mandelkern, "Setting confidence intervals for bounded
+/// parameters", Statistical Science 17 (2002) 149–172); what is left
+/// still says honestly how little the data pin down.
+pub(crate) fn within_sign(lo: f64, hi: f64, a: &[f64], b: &[f64]) -> (f64, f64) {
+    if a.iter().chain(b).all(|&x| x > 0.0) {
+        (lo.max(0.0), hi.max(0.0))
+    } else {
+        (lo, hi)
+    }
 }
 
 /// The verdict the interval alone gives (see [`compare`]).
@@ -795,6 +813,30 @@ mod tests {
         let c = compare(&[10.0, 11.0, 12.0], &[-5.0, 0.5, 6.0], Better::Higher, 1.0).unwrap();
         assert_eq!(c.ci_pct, None);
         assert_eq!(c.verdict, Verdict::Inconclusive);
+    }
+
+    /// The demo's UDP 16 KiB stream (issue 26): three repetitions, one
+    /// side spread ±71 %, and Fieller's interval reached −103 %: a
+    /// throughput below zero. Positive figures keep the ratio positive.
+    #[test]
+    fn positive_figures_never_give_an_advantage_below_minus_100() {
+        let noisy = [900.0, 3800.0, 7100.0];
+        let steady = [4000.0, 4100.0, 4050.0];
+        let (ma, mb) = (mean(&noisy).unwrap(), mean(&steady).unwrap());
+        let (lo, _) = fieller_ratio_95(&noisy, ma, &steady, mb).unwrap();
+        assert!(lo < 0.0, "the unbounded-below case: {lo}");
+        let c = compare(&noisy, &steady, Better::Higher, 1.0).unwrap();
+        let ci = c.ci_pct.clone().unwrap();
+        assert_eq!(ci.lo, -100.0);
+        assert!(ci.hi > c.advantage_pct);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        // Lower is better: the mirror bound, +100 % (A at zero latency).
+        let c = compare(&noisy, &steady, Better::Lower, 1.0).unwrap();
+        assert_eq!(c.ci_pct.unwrap().hi, 100.0);
+        // Figures that may be negative keep Fieller's interval as it is.
+        let shifted: Vec<f64> = noisy.iter().map(|x| x - 1000.0).collect();
+        let c = compare(&shifted, &steady, Better::Higher, 1.0).unwrap();
+        assert!(c.ci_pct.unwrap().lo < -100.0);
     }
 
     #[test]
