@@ -135,10 +135,10 @@ fn seed_of(a: &[f64], b: &[f64]) -> u64 {
 
 /// SplitMix64 (Steele, Lea & Flood 2014), the generator Java's
 /// `SplittableRandom` uses.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -149,7 +149,7 @@ impl SplitMix64 {
     /// A draw in 0..n by multiply-shift (D. Lemire, "Fast random integer
     /// generation in an interval", ACM TOMACS 29 (2019)); the bias, at most
     /// n/2⁶⁴, is immaterial for samples of repetitions.
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
     }
 }

@@ -31,6 +31,8 @@
 //!   [`compare_blocked`] compares configurations that ran in blocks, with
 //!   the drift between blocks in the interval ([`block_spread`]) or, with
 //!   one block each, declared unknown ([`Drift`]).
+//! * History: [`change_points`] finds where a series of runs changed
+//!   (E-Divisive means with a seeded permutation test).
 //! * Adaptive repetitions: [`should_stop`] under a [`StopRule`].
 //!
 //! # Conventions
@@ -50,6 +52,7 @@
 mod adaptive;
 mod blocks;
 mod bootstrap;
+mod changepoint;
 mod compare;
 mod rank;
 mod runs;
@@ -59,6 +62,7 @@ mod t_dist;
 pub use adaptive::{half_width_pct, should_stop, StopDecision, StopRule};
 pub use blocks::{block_spread, compare_blocked, BlockSpread, Blocked, Drift};
 pub use bootstrap::{bootstrap_ratio_ci, Statistic, BOOTSTRAP_RESAMPLES};
+pub use changepoint::{change_points, ChangePoint, ChangePointOptions, Segmentation};
 pub use compare::{
     advantage_pct, compare, repetitions_to_decide, Better, Comparison, Verdict, DEFAULT_NOISE_PCT,
     MAX_REPETITIONS_ESTIMATE, SIGNIFICANCE,
