@@ -174,8 +174,8 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             let reg = registry();
             let mut store = open_store(&cli.db)?;
-            let outcome = match resume {
-                Some(id) => runner::resume(&mut store, &reg, id, restore_first)?,
+            let study = match resume {
+                Some(id) => runner::stored_plan(&store, &reg, id)?.study,
                 None => {
                     let path = study.expect("clap requires a study without --resume");
                     let mut s = load_study(&path, &reg, &hosts)?;
@@ -183,9 +183,43 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                         s.add_control()?;
                     }
                     crate::envcmd::check_profiles(&s)?;
-                    runner::start(&mut store, &reg, &s, options(quick, scale)?, restore_first)?
+                    s
                 }
             };
+            // One run at a time on this controller; then the study's own
+            // test bed, unless the user brought it up.
+            let _lock = benchlab_engine::RunLock::acquire(&study.file)?;
+            // A service whose user benchlab creates and whose study names
+            // no password gets one for this run (never stored or printed).
+            benchlab_engine::generate_passwords(&study)?;
+            let mut bed = match benchlab_testbed::study_testbed(&study.file, &study.text)? {
+                Some(spec) => {
+                    let b = benchlab_testbed::RunBed::bring_up(
+                        &spec,
+                        &benchlab_testbed::default_state_dir(),
+                    )?;
+                    eprintln!("benchlab: {}", b.note);
+                    Some(b)
+                }
+                None => None,
+            };
+            let outcome = match resume {
+                Some(id) => runner::resume(&mut store, &reg, id, restore_first)?,
+                None => runner::start(
+                    &mut store,
+                    &reg,
+                    &study,
+                    options(quick, scale)?,
+                    restore_first,
+                )?,
+            };
+            if let Some(b) = bed.as_mut().filter(|b| b.owned()) {
+                if let Err(e) = b.take_down() {
+                    eprintln!(
+                        "benchlab: taking the test bed down: {e} (`benchlab restore` tries again)"
+                    );
+                }
+            }
             let report = runner::report(&store, &reg, outcome.run_id)?;
             let text = benchlab_report::render(&report, benchlab_report::Format::Table);
             std::io::stdout().write_all(text.as_bytes())?;

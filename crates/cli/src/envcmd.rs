@@ -70,6 +70,14 @@ fn failed(changes: &[ChangeReport]) -> bool {
 
 /// `benchlab restore [STUDY]`.
 pub(crate) fn restore(study: Option<&Path>, hosts: &crate::HostArgs) -> Result<i32> {
+    // A live run's journal is its own: restoring it would undo settings
+    // under its measurements.
+    if let Some(msg) = benchlab_engine::RunLock::held() {
+        anyhow::bail!("{msg}; restore after it");
+    }
+    for name in benchlab_testbed::restore_left(&benchlab_testbed::default_state_dir())? {
+        println!("took down test bed `{name}`, which a run brought up and did not take down");
+    }
     let Some(path) = study else {
         let dir = journal_dir();
         let n = benchlab_env::journal::pending(&dir).len();

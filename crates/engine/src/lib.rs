@@ -9,12 +9,16 @@ mod combine;
 mod context;
 mod envrun;
 mod hosts;
+mod lock;
 mod observer;
 mod runner;
+mod secrets;
 mod services;
 
 pub use envrun::load_profile;
 pub use hosts::spawn_for_restore;
+pub use lock::{state_dir, RunLock};
 pub use observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
 pub use runner::{stored_plan, Outcome, Run};
+pub use secrets::generate_passwords;
 pub use services::check as check_service;

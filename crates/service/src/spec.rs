@@ -114,6 +114,20 @@ impl ServiceKind {
         }
     }
 
+    /// For a kind whose user benchlab creates (RabbitMQ's broker user,
+    /// Samba's test user): the environment variable its `password` secret
+    /// comes from when the study names none. It is the one the kind's
+    /// workloads read by default (`password_env`), and `benchlab run`
+    /// fills it with a generated password when it is unset, so that a
+    /// study needs no secret of its own.
+    pub fn password_env(self) -> Option<&'static str> {
+        match self {
+            ServiceKind::Rabbitmq => Some("BENCHLAB_MQ_PASSWORD"),
+            ServiceKind::Samba => Some("BENCHLAB_SMB_PASSWORD"),
+            _ => None,
+        }
+    }
+
     /// The shipped template used when `config` is not given.
     pub fn default_template(self) -> Option<&'static str> {
         match self {
@@ -407,19 +421,11 @@ impl ServiceSpec {
             }
             _ => {}
         }
-        if self.kind == ServiceKind::Rabbitmq {
-            if !self.secrets.contains_key("password") {
-                return Err(self.err(
-                    "secrets",
-                    "kind = \"rabbitmq\" needs secrets = { password = { env = \"VAR\" } } (or { file = \"path\" }): the password of the broker's user (vars.amqp_user, default `benchlab`), read at start and never stored",
-                ));
-            }
-            if !self.bind.is_ipv4() {
-                return Err(self.err(
-                    "bind",
-                    format!("{}: kind = \"rabbitmq\" takes an IPv4 address (its epmd and Erlang distribution are bound to it)", self.bind),
-                ));
-            }
+        if self.kind == ServiceKind::Rabbitmq && !self.bind.is_ipv4() {
+            return Err(self.err(
+                "bind",
+                format!("{}: kind = \"rabbitmq\" takes an IPv4 address (its epmd and Erlang distribution are bound to it)", self.bind),
+            ));
         }
         for (key, v) in [
             ("ready_timeout_s", self.ready_timeout_s),
@@ -559,6 +565,11 @@ impl ServiceSpec {
     /// template and `argv` use is set — all before anything starts.
     pub fn plan(&self, base_dir: &Path) -> Result<ServicePlan, ServiceError> {
         let mut spec = self.clone();
+        if let Some(var) = spec.kind.password_env() {
+            spec.secrets
+                .entry("password".into())
+                .or_insert_with(|| SecretSource::Env(var.into()));
+        }
         for src in spec.secrets.values_mut() {
             if let SecretSource::File(p) = src {
                 if p.is_relative() {
@@ -778,7 +789,7 @@ mod tests {
     }
 
     #[test]
-    fn rabbitmq_needs_its_password_secret_and_an_ipv4_address() {
+    fn rabbitmq_has_a_password_secret_and_an_ipv4_address() {
         let check = |text: &str| {
             parse(text)
                 .unwrap()
@@ -786,10 +797,14 @@ mod tests {
                 .map(drop)
                 .map_err(|e| e.to_string())
         };
-        let e = check("name='mq'\nkind='rabbitmq'").unwrap_err();
-        assert!(
-            e.starts_with("service `mq`: secrets: kind = \"rabbitmq\" needs secrets = { password"),
-            "{e}"
+        // Without a password secret: the one `benchlab run` generates.
+        let plan = parse("name='mq'\nkind='rabbitmq'")
+            .unwrap()
+            .plan(Path::new("/nonexistent"))
+            .unwrap();
+        assert_eq!(
+            plan.spec.secrets["password"],
+            SecretSource::Env("BENCHLAB_MQ_PASSWORD".into())
         );
         let e = check("name='mq'\nkind='rabbitmq'\nbind='::1'\nsecrets={password={env='P'}}")
             .unwrap_err();

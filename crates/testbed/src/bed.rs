@@ -455,6 +455,20 @@ pub enum TestbedError {
         /// Why.
         message: String,
     },
+    /// A run that is still going owns the bed (brought it up for itself).
+    #[error("test bed `{name}` belongs to a run in progress (process {pid}), which takes it down when it ends")]
+    Busy {
+        /// The bed's name.
+        name: String,
+        /// The owning run's process.
+        pid: u32,
+    },
+    /// The bed is recorded but not whole, and no run owns it.
+    #[error("test bed `{name}` is recorded but not whole (an `up` that did not finish, or objects removed by hand): run `benchlab testbed down {name}`, then run again")]
+    HalfMade {
+        /// The bed's name.
+        name: String,
+    },
     /// `status` of a bed no state file records.
     #[error("no test bed `{name}` is recorded in {}", dir.display())]
     NotRecorded {

@@ -7,6 +7,8 @@
 //!   before anything is created ([`parse_spec`]);
 //! - [`bed`]: [`up`], [`down`] and [`status`], crash-proof through a state
 //!   file that records every object before it is made;
+//! - [`owned`]: a study's bed brought up by its run and taken down after
+//!   it ([`RunBed`]), unless the user brought it up;
 //! - [`relay`]: [`relay::start`] a relay that holds every TCP chunk and UDP
 //!   datagram for a fixed time, and reports the hold it actually applied.
 //!
@@ -22,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod bed;
+pub mod owned;
 pub mod relay;
 pub mod spec;
 
@@ -29,5 +32,6 @@ pub use bed::{
     default_state_dir, down, in_netns, netem_available, status, up, DownReport, HostInfo,
     KilledProcess, Object, ObjectStatus, Status, TbfParams, Testbed, TestbedError,
 };
+pub use owned::{restore_left, study_testbed, RunBed};
 pub use relay::{RelayConfig, RelayHandle, RelayProtocol, RelayStats};
 pub use spec::{parse_spec, HostSpec, SpecError, Subnet, TestbedSpec, Topology};
