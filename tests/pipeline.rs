@@ -279,7 +279,7 @@ fn shipped_studies_validate() {
     assert_eq!(bed.links.len(), 2, "a direct link to each broker");
     let out = s.run_ok(&["check", dir.join("seed-000-network.toml").to_str().unwrap()]);
     assert!(
-        out.contains("steps of the reproduced study on record: 19 (6 applied, 8 approximated, 5 not possible here)"),
+        out.contains("steps of the reproduced study on record: 20 (5 applied, 10 approximated, 5 not possible here)"),
         "{out}"
     );
     let points = 2 * (12 * 2 + 11 * 2 + 11 * 2 + 8);

@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+mod compare;
 mod configurations;
 mod defaults;
 mod header;
@@ -19,6 +20,7 @@ mod steps;
 mod values;
 mod workloads;
 
+pub use compare::Comparison;
 pub use configurations::Configuration;
 pub use defaults::{
     Adaptive, Defaults, OnError, Selection, DEFAULT_DURATION_S, DEFAULT_QUIESCE_S,
@@ -111,6 +113,10 @@ pub struct Study {
     /// reproduced and what became of each here, in file order.
     #[serde(default)]
     pub steps: Vec<Step>,
+    /// `[[study.compare]]`: the like-for-like comparisons the study
+    /// declares, in file order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compare: Vec<Comparison>,
 }
 
 /// `testbed` belongs to `benchlab testbed`, which reads the same file.
@@ -155,6 +161,10 @@ impl Study {
         let header = cx.header(doc)?;
         let defaults = cx.defaults(doc)?;
         let mut configs = cx.configurations(doc)?;
+        let compare = {
+            let names: Vec<&str> = configs.list.iter().map(|c| c.name.as_str()).collect();
+            cx.comparisons(doc, &names)?
+        };
         let hosts = cx.hosts(doc)?;
         let host_names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
         let services = cx.configured_services(doc, &host_names, &mut configs, registry)?;
@@ -195,6 +205,7 @@ impl Study {
             hosts,
             services,
             steps,
+            compare,
         };
         if control {
             study.add_control()?;

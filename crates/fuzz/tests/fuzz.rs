@@ -373,6 +373,8 @@ fn sealed_records() {
 #[test]
 fn figures_csv_import() {
     let mut files = shipped("studies/published", ".csv");
+    // The seeds' parameter tables there are another layout (issue 26).
+    files.retain(|(n, _)| !n.ends_with("-parameters.csv"));
     // The other CSVs there are the tests' own formats, not figures files.
     files.extend(shipped("tests/fixtures", "-figures.csv"));
     for (n, t) in &files {

@@ -42,6 +42,14 @@
 //! fixed); the first six fields and these three are the same on all its
 //! lines. `studies/published/seed-000-netperf.csv` is such a file.
 //!
+//! ## Sources
+//!
+//! A keyed header may end with one more field, `source`: where the figure
+//! was transcribed from, `FILE:LINE` (`000_a31bad1941b225ec.txt:34`, the
+//! seed file and its 1-based line), never empty. Every file under
+//! `studies/published/` carries it, so that each figure can be checked
+//! against its publication line by line.
+//!
 //! # Published, not measured
 //!
 //! An imported report is labelled everywhere: every column carries
@@ -68,6 +76,9 @@ pub const HEADER: &str =
 
 /// The optional key fields after [`HEADER`] (see "Keyed tables").
 pub const KEY_FIELDS: &str = "kind,metric,fixed";
+
+/// The optional last field after [`KEY_FIELDS`] (see "Sources").
+pub const SOURCE_FIELD: &str = "source";
 
 /// The label of every imported column, in every format.
 pub const PUBLISHED: &str = "published, not measured";
@@ -132,11 +143,18 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                 fields = 9;
             } else if l == format!("{HEADER},{KEY_FIELDS}") {
                 fields = 12;
+            } else if l == format!("{HEADER},{KEY_FIELDS},{SOURCE_FIELD}") {
+                fields = 13;
+            } else if l == "parameter,value,unit,source" {
+                return Err(err(
+                    line,
+                    "a seed's parameter table (studies/published/seed-NNN-parameters.csv: the values its studies credit to it, checked by tests/seeds.rs), not a figures file: nothing to import".into(),
+                ));
             } else {
                 return Err(err(
                     line,
                     format!(
-                        "expected the header `{HEADER}` (optionally followed by `,{KEY_FIELDS}`)"
+                        "expected the header `{HEADER}` (optionally followed by `,{KEY_FIELDS}` or `,{KEY_FIELDS},{SOURCE_FIELD}`)"
                     ),
                 ));
             }
@@ -146,6 +164,9 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         let mut f: Vec<&str> = l.split(',').map(str::trim).collect();
         if f.len() != fields {
             return Err(err(line, format!("{} fields, expected {fields}", f.len())));
+        }
+        if fields == 13 {
+            check_source(f[12]).map_err(|m| err(line, m))?;
         }
         // Unkeyed lines get empty key fields.
         f.resize(12, "");
@@ -200,7 +221,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
                 ),
             ));
         }
-        if fields == 12 && (f[9].is_empty() || f[10].is_empty()) {
+        if fields >= 12 && (f[9].is_empty() || f[10].is_empty()) {
             return Err(err(
                 line,
                 format!("table `{}`: kind and metric must not be empty", f[0]),
@@ -371,6 +392,22 @@ fn unjudged(mut advs: Vec<Option<Advantage>>) -> Vec<Option<Advantage>> {
     advs
 }
 
+/// A `source` field: `FILE:LINE`, FILE without spaces, LINE from 1.
+fn check_source(s: &str) -> Result<(), String> {
+    let ok = s.rsplit_once(':').is_some_and(|(file, line)| {
+        !file.is_empty()
+            && !file.chars().any(char::is_whitespace)
+            && line.parse::<u64>().is_ok_and(|n| n >= 1)
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "source `{s}` (expected FILE:LINE, the publication's file and its line from 1)"
+        ))
+    }
+}
+
 fn index_of(list: &mut Vec<String>, s: &str) -> usize {
     match list.iter().position(|x| x == s) {
         Some(p) => p,
@@ -493,5 +530,28 @@ mod tests {
         // A header with other fields is refused, naming both layouts.
         let e = figures_csv("x", "table,value\n").unwrap_err();
         assert!(e.to_string().contains(KEY_FIELDS), "{e}");
+    }
+
+    #[test]
+    fn sources_are_checked_per_line() {
+        let head = format!("{HEADER},{KEY_FIELDS},{SOURCE_FIELD}");
+        let good = format!("{head}\nrr,lower,,m,2,2,1,W,73.46,net.rr,rtt_us,,000_a.txt:617\n");
+        assert_eq!(figures_csv("x", &good).unwrap().tables.len(), 1);
+        for bad in [
+            "",
+            "000_a.txt",
+            "000_a.txt:0",
+            "000_a.txt:x",
+            ":3",
+            "a b.txt:3",
+        ] {
+            let text = format!("{head}\n# c\nrr,lower,,m,2,2,1,W,1,net.rr,rtt_us,,{bad}\n");
+            let e = figures_csv("x", &text).unwrap_err();
+            assert_eq!(e.line, 3, "{bad}");
+            assert!(e.to_string().contains("FILE:LINE"), "{bad}: {e}");
+        }
+        // Without the key fields there is no source column.
+        let e = figures_csv("x", &format!("{HEADER},{SOURCE_FIELD}\n")).unwrap_err();
+        assert!(e.to_string().contains(SOURCE_FIELD), "{e}");
     }
 }

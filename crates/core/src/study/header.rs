@@ -1,5 +1,5 @@
 //! `[study]`: the study's name, description and order (its steps are
-//! read by [`super::steps`]).
+//! read by [`super::steps`], its comparisons by [`super::compare`]).
 
 use super::{Ctx, Step, StudyError, Tab};
 
@@ -83,6 +83,7 @@ const STUDY_KEYS: &[&str] = &[
     "seed",
     "control",
     "step",
+    "compare",
 ];
 const ORDERS: &[&str] = &["alternate", "blocks", "sequential", "interleaved"];
 
