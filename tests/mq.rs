@@ -96,7 +96,7 @@ fn the_broker_runs_in_its_scratch_directory_bound_to_its_address_and_stops_with_
     );
     let conf = d.config.clone().unwrap();
     assert!(
-        !conf.contains(PASSWORD) && conf.contains("default_pass = ********"),
+        !conf.contains(PASSWORD) && conf.contains("default_pass = ***"),
         "{conf}"
     );
     assert!(!d.argv.join(" ").contains(PASSWORD));
@@ -531,7 +531,7 @@ password_env = "{PASSWORD_VAR}"
         assert!(d["config"]
             .as_str()
             .unwrap_or_default()
-            .contains("default_pass = ********"));
+            .contains("default_pass = ***"));
     }
     let md = s.path("r.md");
     s.run_ok(&["report", "1", "--md", md.to_str().unwrap()]);

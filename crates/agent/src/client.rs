@@ -11,9 +11,9 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::channel::SecureStream;
 use crate::frame::{read_frame, write_frame};
 use crate::protocol::{Request, Response, PROTOCOL_VERSION};
-use crate::sealed::AuthedStream;
 
 /// How many lines of an agent's standard error are kept for error reports.
 const STDERR_LINES: usize = 20;
@@ -141,14 +141,14 @@ impl AgentHandle {
 
     /// An agent reached over an authenticated TCP connection to
     /// `benchlab agent --listen` (see [`crate::listen::connect`]).
-    pub fn over_tcp(stream: AuthedStream, name: &str) -> Result<AgentHandle, AgentError> {
+    pub fn over_tcp(stream: SecureStream, name: &str) -> Result<AgentHandle, AgentError> {
         let io = |source| AgentError::Spawn {
             name: name.to_string(),
             source,
         };
         let closer = stream.tcp().try_clone().map_err(io)?;
-        // Responses are verified before they are parsed, requests sealed
-        // when `write_frame` flushes them (crate::sealed).
+        // Responses are verified before they are parsed, requests
+        // encrypted when `write_frame` flushes them (crate::channel).
         let (mut reader, stream) = stream.into_halves();
         let (tx, responses) = mpsc::channel();
         std::thread::spawn(move || loop {

@@ -11,12 +11,11 @@
 //! The agent executes only the requests below — workload sides from its own
 //! registry and inventory — never a command sent over the wire.
 
-pub mod auth;
+pub mod channel;
 pub mod client;
 pub mod frame;
 pub mod listen;
 pub mod protocol;
-pub mod sealed;
 pub mod server;
 pub mod service;
 

@@ -4,9 +4,10 @@
 //! The agent serves up to [`MAX_SESSIONS`] controller sessions at once (a
 //! controller opens one per role a host plays, and one client session per
 //! target it drives). Each connection must first
-//! pass the mutual HMAC handshake of [`crate::auth`] within
+//! pass the Noise handshake of [`crate::channel`] within
 //! [`HANDSHAKE_TIMEOUT`]; only then does the agent run the control protocol
-//! on it ([`crate::server::serve`]), exactly as over a pipe. A peer that
+//! on it ([`crate::server::serve`]), exactly as over a pipe, every frame
+//! encrypted and authenticated. A peer that
 //! fails is refused — one line on standard error naming its address, the
 //! connection closed — and nothing it sent is ever read as a request.
 //!
@@ -21,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use benchlab_core::Registry;
 
-use crate::auth::HANDSHAKE_TIMEOUT;
-use crate::auth::{agent_handshake_ctx, controller_handshake_ctx, AuthError, Ctx, Peer};
-use crate::sealed::{AuthedStream, Direction, Role, SealedReader, SealedWriter, SessionKey};
+use crate::channel::{
+    agent_handshake_ctx, controller_handshake_ctx, AuthError, Ctx, Key, Peer, SecureReader,
+    SecureStream, SecureWriter, Session, HANDSHAKE_TIMEOUT,
+};
 
 /// Most sessions served at once; further connections are refused until one
 /// ends, so a peer that keeps connecting cannot exhaust the host.
@@ -36,14 +38,14 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Binds `addr`, says `benchlab agent listening on ADDR` on standard error
 /// (with the real port when `addr` asked for port 0), and serves
 /// authenticated controllers one at a time; see [`serve_listener`].
-pub fn listen(addr: SocketAddr, key: Vec<u8>, registry: &Registry, once: bool) -> io::Result<()> {
+pub fn listen(addr: SocketAddr, key: Key, registry: &Registry, once: bool) -> io::Result<()> {
     let listener = TcpListener::bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     eprintln!("benchlab agent listening on {}", listener.local_addr()?);
     serve_listener(&listener, &key, registry, once, HANDSHAKE_TIMEOUT)
 }
 
-/// Serves controllers that connect to `listener`, one at a time: each must
+/// Serves controllers that connect to `listener`: each must
 /// complete the handshake within `handshake_timeout`, then gets one
 /// control-protocol session. A refused peer or a session that ends in an
 /// error is reported on standard error and the agent goes on. With `once`
@@ -51,7 +53,7 @@ pub fn listen(addr: SocketAddr, key: Vec<u8>, registry: &Registry, once: bool) -
 /// result; otherwise it returns only if accepting fails for good.
 pub fn serve_listener(
     listener: &TcpListener,
-    key: &[u8],
+    key: &Key,
     registry: &Registry,
     once: bool,
     handshake_timeout: Duration,
@@ -102,7 +104,7 @@ fn accept(listener: &TcpListener) -> io::Result<Option<(TcpStream, SocketAddr)>>
 /// its own, at most [`MAX_SESSIONS`] at a time.
 fn serve_concurrently(
     listener: &TcpListener,
-    key: &[u8],
+    key: &Key,
     registry: &Registry,
     handshake_timeout: Duration,
 ) -> io::Result<()> {
@@ -137,11 +139,7 @@ fn serve_concurrently(
 /// The agent's side of the handshake on a fresh connection, within one
 /// overall deadline; afterwards the socket blocks without limit again (a
 /// controller may be silent for as long as a point runs elsewhere).
-fn authenticate(
-    stream: &TcpStream,
-    key: &[u8],
-    timeout: Duration,
-) -> Result<SessionKey, AuthError> {
+fn authenticate(stream: &TcpStream, key: &Key, timeout: Duration) -> Result<Session, AuthError> {
     let cx = Ctx {
         peer: Peer::Controller,
         timeout: Some(timeout),
@@ -157,34 +155,27 @@ fn authenticate(
     Ok(session_key)
 }
 
-fn session(stream: &TcpStream, session_key: SessionKey, registry: &Registry) -> io::Result<()> {
+fn session(stream: &TcpStream, session_key: Session, registry: &Registry) -> io::Result<()> {
     // A controller whose host vanishes (power, network) never closes the
     // connection; keepalive probes let the kernel notice, so the agent is
     // not held for ever.
     set_keepalive(stream)?;
-    // Every frame from here on is sealed: requests are verified before the
-    // frame layer sees them (a failing one ends the session unparsed), and
-    // each response is sealed as one record when `write_frame` flushes.
-    let reader = SealedReader::new(
-        BufReader::new(stream.try_clone()?),
-        session_key.clone(),
-        Direction::ToAgent,
-    );
-    // The buffer turns a record's header, body and MAC into one segment.
-    let writer = SealedWriter::new(
-        BufWriter::new(stream.try_clone()?),
-        session_key,
-        Direction::ToController,
-    );
+    // Every frame from here on is encrypted and authenticated: requests
+    // are verified before the frame layer sees them (a failing one ends
+    // the session unparsed), and each response is sealed when
+    // `write_frame` flushes.
+    let reader = SecureReader::new(BufReader::new(stream.try_clone()?), session_key.clone());
+    // The buffer turns a frame's records into as few segments as it can.
+    let writer = SecureWriter::new(BufWriter::new(stream.try_clone()?), session_key);
     crate::server::serve(registry, reader, writer)
 }
 
 /// Connects to an agent started with `--listen` and runs the controller's
 /// side of the handshake, both within `timeout`. The returned stream is
-/// authenticated, seals every frame written to it and verifies every frame
-/// read from it ([`crate::sealed`]), blocks without a time limit, and
-/// carries the control protocol next (starting with `hello`).
-pub fn connect(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<AuthedStream, AuthError> {
+/// authenticated, encrypts every frame written to it and verifies every
+/// frame read from it ([`crate::channel`]), blocks without a time limit,
+/// and carries the control protocol next (starting with `hello`).
+pub fn connect(addr: SocketAddr, key: &Key, timeout: Duration) -> Result<SecureStream, AuthError> {
     let stream = TcpStream::connect_timeout(&addr, timeout)
         .map_err(|source| AuthError::Connect { addr, source })?;
     let peer = Peer::Agent(Some(addr));
@@ -198,7 +189,7 @@ pub fn connect(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<Authed
     stream.set_read_timeout(None).map_err(io_err)?;
     stream.set_write_timeout(None).map_err(io_err)?;
     set_keepalive(&stream).map_err(io_err)?;
-    AuthedStream::new(stream, session_key, Role::Controller).map_err(io_err)
+    SecureStream::new(stream, session_key).map_err(io_err)
 }
 
 /// A socket with one deadline for a whole exchange: every read and write

@@ -8,17 +8,22 @@ use std::os::unix::fs::PermissionsExt;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use benchlab_agent::auth::{
-    agent_handshake, controller_handshake, load_key, AuthError, AUTH_SCHEME, MIN_KEY_LEN,
+use benchlab_agent::channel::{
+    agent_handshake, controller_handshake, load_key, AuthError, Key, SecureStream, MAGIC,
+    MIN_KEY_LEN, WIRE_VERSION,
 };
 use benchlab_agent::frame::{read_frame, write_frame};
 use benchlab_agent::listen::{connect, listen, serve_listener};
 use benchlab_agent::protocol::{Request, Response, PROTOCOL_VERSION};
-use benchlab_agent::sealed::{AuthedStream, Role};
 use benchlab_core::Registry;
 
-const KEY: &[u8] = b"a shared key of 32 bytes, really";
-const OTHER_KEY: &[u8] = b"another key, also long enough...";
+fn key() -> Key {
+    Key::from_bytes(b"a shared key of 32 bytes, really")
+}
+
+fn other_key() -> Key {
+    Key::from_bytes(b"another key, also long enough...")
+}
 /// Generous: only reached when something is broken.
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -35,7 +40,7 @@ fn agent(handshake_timeout: Duration) -> (SocketAddr, JoinHandle<io::Result<()>>
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let h = std::thread::spawn(move || {
-        serve_listener(&listener, KEY, &Registry::new(), true, handshake_timeout)
+        serve_listener(&listener, &key(), &Registry::new(), true, handshake_timeout)
     });
     (addr, h)
 }
@@ -43,7 +48,7 @@ fn agent(handshake_timeout: Duration) -> (SocketAddr, JoinHandle<io::Result<()>>
 /// A full session with the right key: hello, then shutdown. Ends an agent
 /// started with `once`, and so also proves it survived earlier refusals.
 fn session(addr: SocketAddr) {
-    let mut s = connect(addr, KEY, PATIENCE).unwrap();
+    let mut s = connect(addr, &key(), PATIENCE).unwrap();
     s.tcp().set_read_timeout(Some(PATIENCE)).unwrap();
     write_frame(&mut s, &hello()).unwrap();
     match read_frame::<_, Response>(&mut s).unwrap() {
@@ -72,7 +77,7 @@ fn closed(s: &mut TcpStream) -> bool {
     loop {
         match s.read(&mut b) {
             Ok(0) => return true,
-            // Leftovers the agent sent before closing (its challenge).
+            // Leftovers the agent sent before closing (its preamble).
             Ok(_) => continue,
             Err(e) => {
                 return !matches!(
@@ -90,13 +95,17 @@ fn raw(addr: SocketAddr) -> TcpStream {
     s
 }
 
-fn read_challenge(s: &mut TcpStream) -> serde_json::Value {
-    let v: serde_json::Value = read_frame(s).unwrap().unwrap();
-    assert_eq!(v["auth"], "challenge", "{v}");
-    assert_eq!(v["scheme"], AUTH_SCHEME, "{v}");
-    assert_eq!(v["protocol"], PROTOCOL_VERSION, "{v}");
-    assert_eq!(v["nonce"].as_str().unwrap().len(), 64, "{v}");
-    v
+/// Reads the agent's preamble: the magic and this version.
+fn read_preamble(s: &mut TcpStream) {
+    let mut p = [0u8; 8];
+    s.read_exact(&mut p).unwrap();
+    assert_eq!(&p[..7], &MAGIC[..]);
+    assert_eq!(p[7], WIRE_VERSION);
+}
+
+/// Our preamble.
+fn preamble() -> Vec<u8> {
+    [&MAGIC[..], &[WIRE_VERSION]].concat()
 }
 
 /// A loopback pair: (controller end, agent end).
@@ -113,13 +122,13 @@ fn pair() -> (TcpStream, TcpStream) {
 #[test]
 fn same_key_both_sides_succeed() {
     let (mut c, mut a) = pair();
-    let agent = std::thread::spawn(move || agent_handshake(&mut a, KEY).map(|k| (a, k)));
-    let ck = controller_handshake(&mut c, KEY).unwrap();
+    let agent = std::thread::spawn(move || agent_handshake(&mut a, &key()).map(|k| (a, k)));
+    let ck = controller_handshake(&mut c, &key()).unwrap();
     let (a, ak) = agent.join().unwrap().unwrap();
     // The stream now carries the control protocol, nothing left over, and
     // both ends derived the same session key: frames verify both ways.
-    let mut c = AuthedStream::new(c, ck, Role::Controller).unwrap();
-    let mut a = AuthedStream::new(a, ak, Role::Agent).unwrap();
+    let mut c = SecureStream::new(c, ck).unwrap();
+    let mut a = SecureStream::new(a, ak).unwrap();
     write_frame(&mut c, &hello()).unwrap();
     assert_eq!(read_frame::<_, Request>(&mut a).unwrap(), Some(hello()));
     write_frame(&mut a, &Response::Bye).unwrap();
@@ -136,10 +145,10 @@ fn right_key_session_through_listen() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let h = std::thread::spawn(move || listen(addr, KEY.to_vec(), &Registry::new(), true));
+    let h = std::thread::spawn(move || listen(addr, key(), &Registry::new(), true));
     let start = Instant::now();
     let mut s = loop {
-        match connect(addr, KEY, PATIENCE) {
+        match connect(addr, &key(), PATIENCE) {
             Ok(s) => break s,
             Err(AuthError::Connect { .. }) if start.elapsed() < PATIENCE => {
                 std::thread::sleep(Duration::from_millis(20))
@@ -168,8 +177,8 @@ fn right_key_session_through_listen() {
 #[test]
 fn wrong_key_both_sides_fail_clearly() {
     let (mut c, mut a) = pair();
-    let agent = std::thread::spawn(move || agent_handshake(&mut a, KEY));
-    let ce = controller_handshake(&mut c, OTHER_KEY).unwrap_err();
+    let agent = std::thread::spawn(move || agent_handshake(&mut a, &key()));
+    let ce = controller_handshake(&mut c, &other_key()).unwrap_err();
     let ae = agent.join().unwrap().unwrap_err();
     assert!(matches!(ce, AuthError::NotAccepted { .. }), "{ce}");
     assert_eq!(ce.to_string(), "the agent did not accept our key");
@@ -185,7 +194,7 @@ fn wrong_key_never_gets_a_request_read() {
     let (addr, h) = agent(PATIENCE);
 
     // Through `connect`: the error names the agent.
-    let e = connect(addr, OTHER_KEY, PATIENCE).unwrap_err();
+    let e = connect(addr, &other_key(), PATIENCE).unwrap_err();
     assert_eq!(
         e.to_string(),
         format!("the agent at {addr} did not accept our key")
@@ -194,7 +203,7 @@ fn wrong_key_never_gets_a_request_read() {
     // By hand, to go on talking after the refusal: the agent has closed the
     // connection and never answers the hello.
     let mut s = raw(addr);
-    let e = controller_handshake(&mut s, OTHER_KEY).unwrap_err();
+    let e = controller_handshake(&mut s, &other_key()).unwrap_err();
     assert!(matches!(e, AuthError::NotAccepted { .. }), "{e}");
     let _ = write_frame(&mut s, &hello());
     assert!(closed(&mut s), "the agent kept the connection open");
@@ -204,74 +213,122 @@ fn wrong_key_never_gets_a_request_read() {
 
 #[test]
 fn an_impostor_agent_is_detected() {
-    // It sends a proper challenge but, lacking the key, cannot prove itself.
+    // It opens properly but, lacking the key, cannot make the answer: the
+    // best it can send is a message of the right shape.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let impostor = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_read_timeout(Some(PATIENCE)).unwrap();
-        let challenge = serde_json::json!({
-            "auth": "challenge", "scheme": AUTH_SCHEME, "protocol": PROTOCOL_VERSION,
-            "nonce": "11".repeat(32),
-        });
-        write_frame(&mut s, &challenge).unwrap();
-        let resp: serde_json::Value = read_frame(&mut s).unwrap().unwrap();
-        assert_eq!(resp["auth"], "response");
-        write_frame(
-            &mut s,
-            &serde_json::json!({"auth": "accepted", "mac": "00".repeat(32)}),
-        )
-        .unwrap();
+        s.write_all(&preamble()).unwrap();
+        let mut first = [0u8; 8 + 2 + 48];
+        s.read_exact(&mut first).unwrap();
+        assert_eq!(&first[..8], &preamble()[..]);
+        s.write_all(&48u16.to_be_bytes()).unwrap();
+        s.write_all(&[0x11; 48]).unwrap();
         // The controller must not go on to send it anything.
-        read_frame::<_, serde_json::Value>(&mut s).unwrap()
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        rest
     });
-    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    let e = connect(addr, &key(), PATIENCE).unwrap_err();
     assert!(matches!(e, AuthError::PeerFailed { .. }), "{e}");
     assert_eq!(
         e.to_string(),
         format!("the agent at {addr} failed authentication: it does not hold our key")
     );
-    assert_eq!(impostor.join().unwrap(), None);
+    assert_eq!(impostor.join().unwrap(), Vec::<u8>::new());
+}
+
+/// Issue 25: an agent of the HMAC scheme (benchlab-auth-v2) opens with a
+/// JSON challenge; the controller names the mismatch.
+#[test]
+fn an_agent_of_the_old_protocol_is_an_incompatible_version() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let old = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let challenge = serde_json::json!({
+            "auth": "challenge", "scheme": "benchlab-auth-v2", "protocol": PROTOCOL_VERSION,
+            "nonce": "11".repeat(32),
+        });
+        write_frame(&mut s, &challenge).unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+        sink
+    });
+    let e = connect(addr, &key(), PATIENCE).unwrap_err();
+    assert!(matches!(e, AuthError::Version { .. }), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "incompatible agent version: the agent at {addr} speaks `benchlab-auth-v2` (an older benchlab)"
+        )),
+        "{e}"
+    );
+    assert!(
+        old.join().unwrap().is_empty(),
+        "the controller sent nothing"
+    );
+    // A later wire version is named by its number.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let newer = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(&[&MAGIC[..], &[WIRE_VERSION + 1]].concat())
+            .unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    });
+    let e = connect(addr, &key(), PATIENCE).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "incompatible agent version: the agent at {addr} speaks wire version {}",
+            WIRE_VERSION + 1
+        )),
+        "{e}"
+    );
+    newer.join().unwrap();
 }
 
 #[test]
 fn garbage_instead_of_the_handshake_is_refused() {
     let (addr, h) = agent(PATIENCE);
 
-    // An HTTP client: its first four bytes announce an absurd frame length.
+    // An HTTP client.
     let mut s = raw(addr);
-    read_challenge(&mut s);
+    read_preamble(&mut s);
     s.write_all(b"GET / HTTP/1.1\r\nHost: agent\r\n\r\n")
         .unwrap();
     assert!(closed(&mut s));
 
     // A controller that skips the handshake (a stdio-style hello).
     let mut s = raw(addr);
-    read_challenge(&mut s);
+    read_preamble(&mut s);
     write_frame(&mut s, &hello()).unwrap();
     assert!(
         closed(&mut s),
         "a request was answered without authentication"
     );
 
-    // Well-formed frames with the wrong contents.
-    for body in [
-        serde_json::json!({"auth": "response", "nonce": "zz", "mac": ""}),
-        serde_json::json!({"auth": "response", "nonce": "ab".repeat(31), "mac": "00"}),
-        serde_json::json!({"auth": "accepted", "mac": "00"}),
-        serde_json::json!([1, 2, 3]),
+    // The preamble, then first messages that are not the right one: junk
+    // of the right size, too short, empty, and an absurd length.
+    for first in [
+        [&48u16.to_be_bytes()[..], &[0u8; 48]].concat(),
+        [&8u16.to_be_bytes()[..], &[1u8; 8]].concat(),
+        0u16.to_be_bytes().to_vec(),
+        60_000u16.to_be_bytes().to_vec(),
     ] {
         let mut s = raw(addr);
-        read_challenge(&mut s);
-        write_frame(&mut s, &body).unwrap();
-        assert!(closed(&mut s), "{body}");
+        read_preamble(&mut s);
+        s.write_all(&[preamble(), first.clone()].concat()).unwrap();
+        assert!(closed(&mut s), "{first:?}");
     }
 
-    // Our own nonce echoed back, with a MAC of the right shape.
+    // A controller of another wire version.
     let mut s = raw(addr);
-    let v = read_challenge(&mut s);
-    let echo = serde_json::json!({"auth": "response", "nonce": v["nonce"], "mac": "00".repeat(32)});
-    write_frame(&mut s, &echo).unwrap();
+    read_preamble(&mut s);
+    s.write_all(&[&MAGIC[..], &[WIRE_VERSION - 1]].concat())
+        .unwrap();
     assert!(closed(&mut s));
 
     finish(addr, h);
@@ -287,7 +344,7 @@ fn the_controller_refuses_a_non_benchlab_server() {
         let mut sink = Vec::new();
         let _ = s.read_to_end(&mut sink);
     });
-    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    let e = connect(addr, &key(), PATIENCE).unwrap_err();
     assert!(matches!(e, AuthError::NotBenchlab { .. }), "{e}");
     assert!(
         e.to_string()
@@ -303,7 +360,7 @@ fn a_silent_peer_times_out() {
     let (addr, h) = agent(timeout);
     let start = Instant::now();
     let mut s = raw(addr);
-    read_challenge(&mut s);
+    read_preamble(&mut s);
     assert!(closed(&mut s));
     let waited = start.elapsed();
     assert!(waited >= timeout, "closed after {waited:?}");
@@ -319,15 +376,15 @@ fn a_trickling_peer_is_cut_at_the_deadline() {
     let (addr, h) = agent(timeout);
     let start = Instant::now();
     let mut s = raw(addr);
-    read_challenge(&mut s);
+    read_preamble(&mut s);
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let mut buf = [0u8; 16];
-    // A plausible 200-byte frame (JSON may open with white space), one
-    // byte at a time.
-    let mut bytes = 200u32
-        .to_be_bytes()
+    // The preamble and a plausible 48-byte first message, one byte at a
+    // time.
+    let mut bytes = preamble()
         .into_iter()
-        .chain(std::iter::repeat(b' '));
+        .chain(48u16.to_be_bytes())
+        .chain(std::iter::repeat(7u8));
     let cut = loop {
         assert!(start.elapsed() < Duration::from_secs(5), "never cut off");
         let _ = s.write_all(&[bytes.next().unwrap()]);
@@ -357,11 +414,11 @@ fn the_controller_times_out_on_a_silent_agent() {
         let _ = s.read_to_end(&mut sink);
     });
     let start = Instant::now();
-    let e = connect(addr, KEY, Duration::from_millis(300)).unwrap_err();
+    let e = connect(addr, &key(), Duration::from_millis(300)).unwrap_err();
     assert!(matches!(e, AuthError::Timeout { .. }), "{e}");
     assert_eq!(
         e.to_string(),
-        format!("the agent at {addr} did not complete the authentication handshake within 0.3s")
+        format!("the agent at {addr} did not complete the handshake within 0.3s")
     );
     assert!(start.elapsed() < Duration::from_secs(3));
     server.join().unwrap();
@@ -374,7 +431,7 @@ fn connecting_to_nothing_says_so() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let e = connect(addr, KEY, PATIENCE).unwrap_err();
+    let e = connect(addr, &key(), PATIENCE).unwrap_err();
     assert!(matches!(e, AuthError::Connect { .. }), "{e}");
     assert!(e
         .to_string()
@@ -392,12 +449,12 @@ fn key_file(dir: &tempfile::TempDir, contents: &[u8], mode: u32) -> std::path::P
 fn load_key_trims_one_newline() {
     let dir = tempfile::tempdir().unwrap();
     let p = key_file(&dir, b"0123456789abcdef0123\n", 0o600);
-    assert_eq!(load_key(&p).unwrap(), b"0123456789abcdef0123");
+    assert_eq!(load_key(&p).unwrap().bytes(), b"0123456789abcdef0123");
     let p = key_file(&dir, b"0123456789abcdef0123\r\n", 0o400);
-    assert_eq!(load_key(&p).unwrap(), b"0123456789abcdef0123");
+    assert_eq!(load_key(&p).unwrap().bytes(), b"0123456789abcdef0123");
     // Only one: a second newline is part of the key.
     let p = key_file(&dir, b"0123456789abcdef0123\n\n", 0o600);
-    assert_eq!(load_key(&p).unwrap(), b"0123456789abcdef0123\n");
+    assert_eq!(load_key(&p).unwrap().bytes(), b"0123456789abcdef0123\n");
 }
 
 #[test]

@@ -19,20 +19,21 @@ use benchlab_service::{procfs, Liveness, ServicePlan, ServiceSpec};
 /// An agent session over loopback TCP, authenticated as every TCP agent
 /// session is.
 fn agent() -> (AgentHandle, JoinHandle<()>) {
-    const KEY: &[u8] = b"service-test-key-0123456789abcdef";
+    let key = benchlab_agent::channel::Key::from_bytes(b"service-test-key-0123456789abcdef");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let agent_key = key.clone();
     let h = std::thread::spawn(move || {
         benchlab_agent::listen::serve_listener(
             &l,
-            KEY,
+            &agent_key,
             &Registry::new(),
             true,
             Duration::from_secs(10),
         )
         .unwrap();
     });
-    let c = benchlab_agent::listen::connect(addr, KEY, Duration::from_secs(10)).unwrap();
+    let c = benchlab_agent::listen::connect(addr, &key, Duration::from_secs(10)).unwrap();
     (AgentHandle::over_tcp(c, "svc-host").unwrap(), h)
 }
 

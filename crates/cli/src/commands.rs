@@ -22,7 +22,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             if let Some(addr) = listen {
                 let path = key_file.expect("clap requires --key-file with --listen");
-                let key = benchlab_agent::auth::load_key(&path)?;
+                let key = benchlab_agent::channel::load_key(&path)?;
                 benchlab_agent::listen::listen(addr, key, &registry(), once)
                     .with_context(|| format!("agent listening on {addr}"))?;
                 return Ok(0);
@@ -38,9 +38,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Testbed { action } => testbed(action),
-        Command::Serve { listen, token_file } => {
-            crate::serve_cmd::serve(&cli.db, listen, token_file.as_ref())
-        }
+        Command::Serve {
+            listen,
+            allow_host,
+            token_file,
+        } => crate::serve_cmd::serve(&cli.db, &listen, &allow_host, token_file.as_ref()),
         Command::Relay {
             listen,
             to,
@@ -314,7 +316,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             crate::import_cmd::import(&cli.db, &file, name.as_deref())
         }
         Command::Show { run, format } => {
-            let store = open_store(&cli.db)?;
+            let store = open_existing_store(&cli.db)?;
             let id = match run {
                 Some(id) => id,
                 None => store.latest_run()?.context("the store has no runs yet")?,
@@ -502,6 +504,14 @@ fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
 pub(crate) fn open_store(path: &Path) -> Result<Store> {
     let target = benchlab_store::Target::from_path(path);
     Store::open_target(&target).with_context(|| format!("cannot open the store {target}"))
+}
+
+/// Opens `--db` for a command that only reads: a store that is not there
+/// is an error, and nothing is created (a mistyped `--db` must not leave
+/// an empty database behind).
+pub(crate) fn open_existing_store(path: &Path) -> Result<Store> {
+    let target = benchlab_store::Target::from_path(path);
+    Store::open_existing(&target).with_context(|| format!("cannot open the store {target}"))
 }
 
 /// Reads a study and places its hosts as `--hosts` and `--host` say. The

@@ -225,9 +225,17 @@ enum Command {
     /// study's progress), reports, comparisons, hosts side by side, and
     /// downloads (see docs/serve.md).
     Serve {
-        /// The address to listen on. Anything but loopback needs a token.
+        /// The address to listen on, `HOST:PORT` (an IP address or a name,
+        /// `localhost:8088`). Anything but loopback needs a token.
         #[arg(long, value_name = "ADDR", default_value = benchlab_serve::DEFAULT_LISTEN)]
-        listen: std::net::SocketAddr,
+        listen: String,
+        /// A host name the server may be reached by (repeatable): requests
+        /// whose `Host` is another name are refused (421), so that a web
+        /// page cannot reach the UI by rebinding its own name to this
+        /// address. IP addresses, `localhost` and the `--listen` name are
+        /// always accepted.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_host: Vec<String>,
         /// A file whose first line is the token every request must carry
         /// (default: the BENCHLAB_SERVE_TOKEN environment variable).
         #[arg(long, value_name = "FILE")]
@@ -368,7 +376,7 @@ fn name_damaged_store(e: anyhow::Error, db: &std::path::Path) -> anyhow::Error {
     }
     e.context(format!(
         "the store {} is damaged: restore it from a copy, or give another --db (benchlab leaves this file as it is)",
-        db.display()
+        benchlab_store::Target::from_path(db)
     ))
 }
 
@@ -386,9 +394,12 @@ pub fn main() -> i32 {
             }) {
                 return 0;
             }
-            eprintln!("benchlab: error: {e}");
+            // Every message goes through the one redaction: a cause deep
+            // in the chain (a client library's error) may quote a URL.
+            use benchlab_core::redact::redact;
+            eprintln!("benchlab: error: {}", redact(&e.to_string()));
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", redact(&cause.to_string()));
             }
             1
         }

@@ -116,7 +116,7 @@ pub(crate) fn compare(
     fail_on_regression: Option<f64>,
     format: benchlab_report::Format,
 ) -> Result<i32> {
-    let store = crate::commands::open_store(db)?;
+    let store = crate::commands::open_existing_store(db)?;
     let (reports, sides) = load(&store, specs)?;
     if sides.len() < 2 {
         bail!(
@@ -277,7 +277,7 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
     if out.html.is_none() && out.md.is_none() && out.json.is_none() && out.csv.is_none() {
         bail!("nothing to write: give at least one of --html, --md, --json, --csv");
     }
-    let store = crate::commands::open_store(db)?;
+    let store = crate::commands::open_existing_store(db)?;
     let runs: Vec<String> = if runs.is_empty() {
         vec![store
             .latest_run()?

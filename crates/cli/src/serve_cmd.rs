@@ -132,14 +132,44 @@ fn token(file: Option<&Path>) -> Result<Option<String>> {
         .filter(|t| !t.is_empty()))
 }
 
-/// `benchlab serve [--listen ADDR] [--token-file FILE]`.
-pub(crate) fn serve(db: &Path, listen: SocketAddr, token_file: Option<&PathBuf>) -> Result<i32> {
+/// `--listen`: `IP:PORT`, `[IPv6]:PORT` or `NAME:PORT`, the address
+/// resolved (the first the resolver gives) and, for a name, the name.
+fn listen_address(listen: &str) -> Result<(SocketAddr, Option<String>)> {
+    if let Ok(addr) = listen.parse::<SocketAddr>() {
+        return Ok((addr, None));
+    }
+    let Some((name, port)) = listen.rsplit_once(':') else {
+        bail!("--listen {listen}: expected HOST:PORT (127.0.0.1:8088, localhost:8088, [::1]:8088)");
+    };
+    if name.is_empty() || port.parse::<u16>().is_err() {
+        bail!("--listen {listen}: expected HOST:PORT with a port from 0 to 65535");
+    }
+    use std::net::ToSocketAddrs;
+    let addr = listen
+        .to_socket_addrs()
+        .with_context(|| format!("--listen {listen}: cannot resolve {name}"))?
+        .next()
+        .with_context(|| format!("--listen {listen}: {name} has no address"))?;
+    Ok((addr, Some(name.to_string())))
+}
+
+/// `benchlab serve [--listen ADDR] [--allow-host NAME]… [--token-file FILE]`.
+pub(crate) fn serve(
+    db: &Path,
+    listen: &str,
+    allow_host: &[String],
+    token_file: Option<&PathBuf>,
+) -> Result<i32> {
     let token = token(token_file.map(|p| p.as_path()))?;
+    let (listen, name) = listen_address(listen)?;
+    let mut allow_hosts = allow_host.to_vec();
+    allow_hosts.extend(name);
     let server = Server::bind(
         Options {
             db: db.to_path_buf(),
             listen,
             token,
+            allow_hosts,
         },
         Box::new(Models { reg: registry() }),
     )?;
@@ -159,6 +189,24 @@ pub(crate) fn serve(db: &Path, listen: SocketAddr, token_file: Option<&PathBuf>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_takes_addresses_and_names() {
+        assert_eq!(
+            listen_address("127.0.0.1:8088").unwrap(),
+            ("127.0.0.1:8088".parse().unwrap(), None)
+        );
+        assert_eq!(
+            listen_address("[::1]:0").unwrap().0,
+            "[::1]:0".parse().unwrap()
+        );
+        let (addr, name) = listen_address("localhost:8088").unwrap();
+        assert!(addr.ip().is_loopback() && addr.port() == 8088, "{addr}");
+        assert_eq!(name.as_deref(), Some("localhost"));
+        for bad in ["localhost", "localhost:", ":8088", "localhost:99999"] {
+            assert!(listen_address(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn epoch_inverts_rfc3339() {

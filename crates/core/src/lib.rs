@@ -15,6 +15,7 @@ pub mod param;
 pub mod placement;
 pub mod plan;
 pub mod recorder;
+pub mod redact;
 pub mod resolved;
 pub mod result;
 pub mod shape;

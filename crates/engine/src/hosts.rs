@@ -301,7 +301,7 @@ impl Pool {
                 .map_err(|e| refused(format!("cannot resolve {agent}: {e}")))?
                 .next()
                 .ok_or_else(|| refused(format!("{agent} has no address")))?;
-            let key = benchlab_agent::auth::load_key(std::path::Path::new(key_file))
+            let key = benchlab_agent::channel::load_key(std::path::Path::new(key_file))
                 .map_err(|e| refused(e.to_string()))?;
             let stream = benchlab_agent::listen::connect(addr, &key, Duration::from_secs(10))
                 .map_err(|e| refused(e.to_string()))?;

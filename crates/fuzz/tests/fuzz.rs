@@ -1,6 +1,6 @@
 //! Fuzzing of every parser that reads outside input (issue 14, item 3):
 //! study files and their `[[service]]` tables, lab files and `--host`
-//! options, tuning profiles, the agent's frames and sealed records, the
+//! options, tuning profiles, the agent's frames and its channel's records, the
 //! figures CSV, service specs and their templates.
 //!
 //! Each target tries arbitrary input and structured mutations of the
@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use benchlab_agent::channel::{session_pair, Key, SecureReader, SecureWriter, Session};
 use benchlab_agent::frame::{read_frame, write_frame};
 use benchlab_agent::protocol::{Request, Response};
-use benchlab_agent::sealed::{Direction, SealedReader, SealedWriter, SessionKey};
 use benchlab_core::study::{Study, StudyError};
 use benchlab_env::profile::Profile;
 use benchlab_env::EnvError;
@@ -250,33 +250,39 @@ fn agent_frames() {
     assert!(t.accepted > 0, "no mutated stream decoded a frame");
 }
 
-const KEY: [u8; 32] = [0x5a; 32];
+/// One channel for every case (a handshake per case would spend the run
+/// on Diffie-Hellman): the controller's half and the agent's.
+fn sessions() -> &'static (Session, Session) {
+    static PAIR: std::sync::OnceLock<(Session, Session)> = std::sync::OnceLock::new();
+    PAIR.get_or_init(|| session_pair(&Key::from_bytes(&[0x5a; 32])))
+}
 
-/// A sealed stream of `bodies`, one record each, and the record offsets.
+/// The records the controller sends for `bodies` (one frame each, each
+/// under the record size), and the record offsets.
 fn sealed(bodies: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
     let mut out = Vec::new();
     let mut ends = Vec::new();
     {
-        let mut w = SealedWriter::new(&mut out, SessionKey::from_bytes(KEY), Direction::ToAgent);
+        let mut w = SecureWriter::new(&mut out, sessions().0.clone());
         for b in bodies {
             w.write_all(b).unwrap();
             w.flush().unwrap();
         }
     }
-    // Record ends, from the lengths: 4 (length) + 8 (seq) + body + MAC.
-    let mac = (out.len() - bodies.iter().map(|b| 12 + b.len()).sum::<usize>()) / bodies.len();
+    // Record ends, from the lengths: 2 (length) + body + tag.
+    let tag = (out.len() - bodies.iter().map(|b| 2 + b.len()).sum::<usize>()) / bodies.len();
     let mut at = 0;
     for b in bodies {
-        at += 12 + b.len() + mac;
+        at += 2 + b.len() + tag;
         ends.push(at);
     }
     (out, ends)
 }
 
-/// What a reader of `stream` yields: the bytes before the first error and
-/// whether the stream ended cleanly.
+/// What the agent's reader of `stream` yields: the bytes before the first
+/// error and whether the stream ended cleanly.
 fn unseal(stream: &[u8]) -> (Vec<u8>, bool) {
-    let mut r = SealedReader::new(stream, SessionKey::from_bytes(KEY), Direction::ToAgent);
+    let mut r = SecureReader::new(stream, sessions().1.clone());
     let mut got = Vec::new();
     let mut buf = [0u8; 97];
     loop {
@@ -302,7 +308,7 @@ enum RecordEdit {
 }
 
 #[test]
-fn sealed_records() {
+fn channel_records() {
     let strategy = (
         vec(vec(any::<u8>(), 1..40), 1..6),
         prop_oneof![
@@ -313,7 +319,7 @@ fn sealed_records() {
             1 => (any::<Index>(), vec(any::<u8>(), 0..80)).prop_map(|(i, b)| RecordEdit::Inject(i, b)),
         ],
     );
-    fuzz("sealed records", cases(), strategy, |(bodies, edit)| {
+    fuzz("channel records", cases(), strategy, |(bodies, edit)| {
         let (stream, ends) = sealed(&bodies);
         let sent: Vec<u8> = bodies.concat();
         let (got, clean) = unseal(&stream);
@@ -544,4 +550,131 @@ fn issue_14_huge_cpu_range() {
     let e = Profile::parse("p.toml", profile).unwrap_err().to_string();
     assert!(e.starts_with("p.toml: key `server.cpus`"), "{e}");
     assert!(e.contains("beyond the largest CPU"), "{e}");
+}
+
+/// Pieces serve's requests are made of: the real paths and parameters,
+/// escapes (good and broken), separators and the token's places.
+fn url_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("/".to_string()),
+        Just("/run/1".to_string()),
+        Just("/run/1/report.html".to_string()),
+        Just("/compare".to_string()),
+        Just("/hosts".to_string()),
+        Just("/api/runs".to_string()),
+        Just("?".to_string()),
+        Just("&".to_string()),
+        Just("=".to_string()),
+        Just("+".to_string()),
+        Just("c=1:base".to_string()),
+        Just("base=".to_string()),
+        Just("token=".to_string()),
+        Just(FUZZ_TOKEN.to_string()),
+        Just("%".to_string()),
+        Just("%2F".to_string()),
+        Just("%e2%82".to_string()),
+        Just("%ff".to_string()),
+        Just("%zz".to_string()),
+        Just("..".to_string()),
+        "[ -~]{0,8}".prop_map(|s| s),
+        any::<char>().prop_map(|c| c.to_string()),
+    ]
+}
+
+const FUZZ_TOKEN: &str = "fuzz-token-0123456789";
+
+fn header() -> impl Strategy<Value = (String, Vec<u8>)> {
+    let name = prop_oneof![
+        Just("host".to_string()),
+        Just("Host".to_string()),
+        Just("authorization".to_string()),
+        Just("cookie".to_string()),
+        Just("x-other".to_string()),
+        "[a-zA-Z-]{1,12}".prop_map(|s| s),
+    ];
+    let value = prop_oneof![
+        Just(b"127.0.0.1:8088".to_vec()),
+        Just(b"localhost".to_vec()),
+        Just(b"[::1]:80".to_vec()),
+        Just(b"lab.example".to_vec()),
+        Just(b"evil.example".to_vec()),
+        Just(format!("Bearer {FUZZ_TOKEN}").into_bytes()),
+        Just(format!("bEaReR \t{FUZZ_TOKEN} ").into_bytes()),
+        Just(b"Bearer".to_vec()),
+        Just(b"Basic abc".to_vec()),
+        Just(format!("a=1; benchlab_token={FUZZ_TOKEN}").into_bytes()),
+        Just(b"benchlab_token=; ;=;a".to_vec()),
+        vec(any::<u8>(), 0..24),
+        "[ -~]{0,24}".prop_map(|s| s.into_bytes()),
+    ];
+    (name, value)
+}
+
+/// serve's request handling (issue 25 item 6): the method, the URL (path
+/// and query), the headers and cookies, through everything the server
+/// decides before a page. It never panics; a request it lets through is
+/// GET or HEAD, names an allowed host and carries the token; every
+/// refusal is a 4xx with the headers its status needs.
+#[test]
+fn serve_requests() {
+    let hosts = benchlab_serve::AllowedHosts::new(&["lab.example"]);
+    let strategy = (
+        prop_oneof![
+            4 => Just("GET".to_string()),
+            1 => Just("HEAD".to_string()),
+            1 => Just("POST".to_string()),
+            1 => "[A-Z]{1,7}".prop_map(|s| s),
+        ],
+        vec(url_piece(), 0..8),
+        vec(header(), 0..5),
+        any::<bool>(),
+    );
+    let t = fuzz(
+        "serve requests",
+        cases(),
+        strategy,
+        |(method, pieces, headers, with_token)| {
+            let target = pieces.concat();
+            let token = with_token.then_some(FUZZ_TOKEN);
+            let hs = headers.iter().map(|(k, v)| (k.as_str(), v.as_slice()));
+            match benchlab_serve::screen(&method, &target, hs, &hosts, token) {
+                Ok(s) => {
+                    let r = &s.request;
+                    prop_assert!(r.method == "GET" || r.method == "HEAD", "{}", r.method);
+                    prop_assert!(hosts.allows(r.header("host").unwrap_or("")));
+                    prop_assert!(target.starts_with('/'));
+                    if token.is_some() {
+                        // The token came in one of its three places.
+                        let carried = r
+                            .headers
+                            .iter()
+                            .any(|(k, v)| k == "authorization" && v.contains(FUZZ_TOKEN))
+                            || r.cookie("benchlab_token") == Some(FUZZ_TOKEN)
+                            || r.param("token").is_some_and(|t| t.trim() == FUZZ_TOKEN);
+                        prop_assert!(carried, "let through without the token: {:?}", r);
+                    }
+                    // The decoded parts read back without panicking.
+                    let _ = (r.params("c"), r.param("base"), r.cookie("x"));
+                    Ok(true)
+                }
+                Err(resp) => {
+                    prop_assert!(
+                        [400, 401, 405, 421].contains(&resp.status),
+                        "status {}",
+                        resp.status
+                    );
+                    let has = |h: &str| resp.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(h));
+                    if resp.status == 401 {
+                        prop_assert!(has("WWW-Authenticate"));
+                    }
+                    if resp.status == 405 {
+                        prop_assert!(has("Allow"));
+                    }
+                    Ok(false)
+                }
+            }
+        },
+    );
+    assert!(t.accepted > 0, "no request was let through");
+    assert!(t.executions > t.accepted, "nothing was refused");
 }

@@ -43,7 +43,7 @@ tr.diff td{background:#fff6d5}
 .legend{font-size:.85em;color:#444}.small{font-size:.8em;color:#555}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
 svg.chart{display:block;margin:.5em 0}
-svg text{font-size:11px;fill:#333}
+svg text{font-size:11px}svg text:not([fill]){fill:#333}
 ul.findings li{margin:.2em 0}
 #chart-check{display:none}
 figure.heat{display:inline-block;vertical-align:top;margin:0 1.5em 1em 0}
@@ -78,6 +78,12 @@ pub fn esc(s: &str) -> String {
 /// The report's style sheet, for a page that embeds [`render_body`].
 pub fn style() -> &'static str {
     STYLE
+}
+
+/// The script every report body ends with (the chart check): a server
+/// that sends the report allows it by its hash, and nothing else.
+pub fn check_script() -> &'static str {
+    CHECK_SCRIPT
 }
 
 /// Renders the whole report as one HTML document.
@@ -785,7 +791,7 @@ fn heat_map(v: &MatrixView, m: &Matrix, id: &str, o: &mut String) {
             let (cx, cy) = (left + cw * j as f64, top + ch * i as f64);
             let _ = writeln!(
                 o,
-                "<rect x=\"{cx:.1}\" y=\"{cy:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} {r}, {} {c}: {}</title></rect><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:{}\">{}</text>",
+                "<rect x=\"{cx:.1}\" y=\"{cy:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} {r}, {} {c}: {}</title></rect><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
                 cw - 1.0,
                 ch - 1.0,
                 viridis(tt),
@@ -946,7 +952,7 @@ fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
             let (px, py) = (x(peak.index), y(peak.value));
             let _ = writeln!(
                 o,
-                "<circle class=\"peak\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"8\" stroke=\"{colour}\" stroke-width=\"2\" fill=\"none\"><title>{} peaks at {}: {}</title></circle><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:{colour}\">{}</text>",
+                "<circle class=\"peak\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"8\" stroke=\"{colour}\" stroke-width=\"2\" fill=\"none\"><title>{} peaks at {}: {}</title></circle><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"{colour}\">{}</text>",
                 esc(&line.configuration),
                 esc(&views::x_words(&v.x_param, &peak.x)),
                 esc(&group_thousands(peak.value, v.decimals)),

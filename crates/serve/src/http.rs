@@ -1,18 +1,9 @@
-//! The little HTTP/1.1 this server needs: one request per connection
-//! (`Connection: close`), GET and HEAD only, bounded header size, no
-//! bodies. Everything a client sends is checked here, and a malformed
-//! request gets a 400, never a panic.
-
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-/// The largest request head read (request line and headers), bytes.
-const MAX_HEAD: usize = 16 * 1024;
-
-/// How long a client may take to send its request head or read the
-/// answer: a stalled client holds one thread, not the server.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+//! The interface between the HTTP server ([`crate::server`], hyper) and
+//! the page handlers: a [`Request`] as the pages read it (the path and
+//! query decoded, header names in lower case) and the [`Response`] they
+//! answer with. hyper parses the request line, the headers and the
+//! framing; this module decodes the URL (percent-escapes, UTF-8) and
+//! turns a malformed one into a 400, never a panic.
 
 /// A parsed request.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,38 +112,18 @@ impl Response {
             body: format!("{} {}: {message}\n", status, reason(status)).into_bytes(),
         }
     }
-
-    /// Writes the response (the body left out for HEAD).
-    pub fn write_to(&self, w: &mut impl Write, head_only: bool) -> std::io::Result<()> {
-        let mut head = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; form-action 'self'\r\n",
-            self.status,
-            reason(self.status),
-            self.content_type,
-            self.body.len()
-        );
-        for (k, v) in &self.headers {
-            head.push_str(k);
-            head.push_str(": ");
-            head.push_str(v);
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        w.write_all(head.as_bytes())?;
-        if !head_only {
-            w.write_all(&self.body)?;
-        }
-        w.flush()
-    }
 }
 
-fn reason(status: u16) -> &'static str {
+/// The reason phrase of the statuses this server sends.
+pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
         404 => "Not Found",
+        403 => "Forbidden",
         405 => "Method Not Allowed",
+        421 => "Misdirected Request",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         500 => "Internal Server Error",
@@ -166,9 +137,6 @@ pub enum BadRequest {
     /// The head is not HTTP/1.x.
     #[error("malformed request: {0}")]
     Malformed(&'static str),
-    /// The head is larger than [`MAX_HEAD`].
-    #[error("request head larger than {MAX_HEAD} bytes")]
-    TooLarge,
     /// A percent escape or the UTF-8 behind it is invalid.
     #[error("bad percent-encoding in the URL")]
     Encoding,
@@ -177,78 +145,35 @@ pub enum BadRequest {
 impl BadRequest {
     /// The status to answer with.
     pub fn status(&self) -> u16 {
-        match self {
-            BadRequest::TooLarge => 431,
-            _ => 400,
-        }
+        400
     }
 }
 
-/// Reads one request head from `stream`. `Ok(None)`: the client closed
-/// the connection without sending anything.
-pub fn read_request(stream: &TcpStream) -> std::io::Result<Option<Result<Request, BadRequest>>> {
-    let mut reader = BufReader::new(stream.take(MAX_HEAD as u64 + 1));
-    let mut lines = Vec::new();
-    let mut total = 0;
-    loop {
-        let mut line = Vec::new();
-        let n = reader.read_until(b'\n', &mut line)?;
-        total += n;
-        if total > MAX_HEAD {
-            return Ok(Some(Err(BadRequest::TooLarge)));
-        }
-        if n == 0 {
-            if lines.is_empty() {
-                return Ok(None);
-            }
-            return Ok(Some(Err(BadRequest::Malformed("the head ended early"))));
-        }
-        let Ok(text) = String::from_utf8(line) else {
-            return Ok(Some(Err(BadRequest::Malformed("the head is not UTF-8"))));
-        };
-        let text = text.trim_end_matches(['\r', '\n']).to_string();
-        if text.is_empty() {
-            break;
-        }
-        lines.push(text);
-    }
-    Ok(Some(parse_head(&lines)))
-}
-
-/// Parses the request line and headers.
-pub fn parse_head(lines: &[String]) -> Result<Request, BadRequest> {
-    let first = lines
-        .first()
-        .ok_or(BadRequest::Malformed("no request line"))?;
-    let mut parts = first.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(BadRequest::Malformed(
-            "the request line is not `METHOD TARGET VERSION`",
-        ));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(BadRequest::Malformed("only HTTP/1.x is spoken"));
-    }
+/// The request as the pages see it, from what hyper parsed: `target` is
+/// the request target (`/path?query`), `headers` the header names and
+/// values (names in any case; values that are not UTF-8 are a 400).
+pub fn request_from_parts<'a>(
+    method: &str,
+    target: &str,
+    headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Request, BadRequest> {
     if !target.starts_with('/') {
         return Err(BadRequest::Malformed("the target must be a path"));
     }
     let (raw_path, raw_query) = target.split_once('?').unwrap_or((target, ""));
     let path = decode(raw_path, false)?;
     let query = parse_query(raw_query)?;
-    let mut headers = Vec::new();
-    for l in &lines[1..] {
-        let (k, v) = l
-            .split_once(':')
-            .ok_or(BadRequest::Malformed("a header line without `:`"))?;
-        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    let mut out = Vec::new();
+    for (k, v) in headers {
+        let v = std::str::from_utf8(v)
+            .map_err(|_| BadRequest::Malformed("a header value is not UTF-8"))?;
+        out.push((k.to_ascii_lowercase(), v.trim().to_string()));
     }
     Ok(Request {
         method: method.to_string(),
         path,
         query,
-        headers,
+        headers: out,
     })
 }
 
@@ -306,14 +231,19 @@ pub fn encode(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn head(s: &str) -> Result<Request, BadRequest> {
-        parse_head(&s.lines().map(String::from).collect::<Vec<_>>())
+    fn head(target: &str, headers: &[(&str, &str)]) -> Result<Request, BadRequest> {
+        request_from_parts(
+            "GET",
+            target,
+            headers.iter().map(|(k, v)| (*k, v.as_bytes())),
+        )
     }
 
     #[test]
     fn parses_path_query_headers_and_cookies() {
         let r = head(
-            "GET /compare?c=1%3Aa&c=1:b+x&base= HTTP/1.1\nHost: x\nCookie: a=1; benchlab_token=t0k",
+            "/compare?c=1%3Aa&c=1:b+x&base=",
+            &[("Host", "x"), ("Cookie", "a=1; benchlab_token=t0k")],
         )
         .unwrap();
         assert_eq!(r.path, "/compare");
@@ -325,21 +255,11 @@ mod tests {
     }
 
     #[test]
-    fn rejects_bad_heads() {
-        for bad in [
-            "",
-            "GET",
-            "GET / HTTP/1.1 extra",
-            "GET http://x/ HTTP/1.1",
-            "GET / HTTP/2",
-            "GET /%zz HTTP/1.1",
-            "GET /%ff HTTP/1.1",
-            "GET /%4 HTTP/1.1",
-            "GET /?a=%e2%82 HTTP/1.1",
-            "GET / HTTP/1.1\nno colon",
-        ] {
-            assert!(head(bad).is_err(), "{bad:?}");
+    fn rejects_bad_urls() {
+        for bad in ["http://x/", "*", "/%zz", "/%ff", "/%4", "/?a=%e2%82"] {
+            assert!(head(bad, &[]).is_err(), "{bad:?}");
         }
+        assert!(request_from_parts("GET", "/", [("x", &b"\xff"[..])]).is_err());
     }
 
     #[test]

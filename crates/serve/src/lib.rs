@@ -10,26 +10,28 @@
 //!
 //! The store is opened read-only, per request (SQLite in WAL mode: a run
 //! being written stays readable). Pages fetch nothing from anywhere: the
-//! style and the one script are inline. The server listens on loopback by
-//! default; on any other address it refuses to start without a token, and
-//! then answers 401 to every request that does not carry it.
+//! style and the one script are inline, and the content-security policy
+//! allows exactly those blocks by their hashes. The server listens on
+//! loopback by default; on any other address it refuses to start without
+//! a token, and then answers 401 to every request that does not carry it.
 //!
-//! A thread per connection over `std::net`, one request per connection:
-//! a results browser for a handful of people, not a web server for the
-//! world (see docs/serve.md).
+//! The HTTP layer is hyper on a tokio runtime ([`server`]: the `Host`
+//! check, the token, the limits); the pages are plain functions of a
+//! [`Request`] (see docs/serve.md and docs/security.md).
 
 mod http;
 mod pages;
+pub mod server;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use benchlab_report::RunReport;
 use benchlab_store::Store;
 
-pub use http::{decode, encode, parse_head, parse_query, BadRequest, Request, Response};
+pub use http::{decode, encode, parse_query, request_from_parts, BadRequest, Request, Response};
+pub use server::{screen, AllowedHosts, Screened, MAX_CONNECTIONS};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8088";
@@ -74,6 +76,10 @@ pub struct Options {
     /// The token every request must carry; required unless `listen` is a
     /// loopback address.
     pub token: Option<String>,
+    /// Host names a request's `Host` header may give besides the server's
+    /// IP addresses and `localhost` (`--allow-host`, and the name given to
+    /// `--listen`).
+    pub allow_hosts: Vec<String>,
 }
 
 /// Why the server did not start.
@@ -86,10 +92,10 @@ pub enum ServeError {
     #[error("the token must be 16 to 256 printable ASCII characters without spaces, `;` or `,` (it is sent in a cookie and a header)")]
     BadToken,
     /// The store cannot be opened read-only.
-    #[error("cannot open the store {path} read-only: {source}")]
+    #[error("cannot open the store {db} read-only: {source}")]
     Store {
-        /// The store's path.
-        path: PathBuf,
+        /// The store, its password masked.
+        db: String,
         /// Why.
         source: benchlab_store::StoreError,
     },
@@ -120,16 +126,13 @@ pub fn check_access(listen: &SocketAddr, token: Option<&str>) -> Result<(), Serv
     }
 }
 
-/// Connections answered at once; one more is told 503 at once instead
-/// of starting a thread (a bound on memory, not a rate limit).
-pub const MAX_CONNECTIONS: usize = 64;
-
-/// What every connection's thread shares.
-struct Shared {
-    opts: Options,
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub(crate) opts: Options,
     source: Box<dyn Source>,
-    /// Connections being answered.
-    active: AtomicUsize,
+    pub(crate) hosts: AllowedHosts,
+    /// The content-security policy of every answer.
+    pub(crate) csp: String,
 }
 
 /// A bound server, not yet answering.
@@ -143,19 +146,21 @@ impl Server {
     pub fn bind(opts: Options, source: Box<dyn Source>) -> Result<Server, ServeError> {
         check_access(&opts.listen, opts.token.as_deref())?;
         Store::open_read_only(&opts.db).map_err(|source| ServeError::Store {
-            path: opts.db.clone(),
+            db: benchlab_store::Target::from_path(&opts.db).redacted(),
             source,
         })?;
         let listener = TcpListener::bind(opts.listen).map_err(|source| ServeError::Bind {
             addr: opts.listen,
             source,
         })?;
+        let (scripts, styles) = pages::inline_blocks();
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
+                hosts: AllowedHosts::new(&opts.allow_hosts),
+                csp: server::csp(&scripts, &styles),
                 opts,
                 source,
-                active: AtomicUsize::new(0),
             }),
         })
     }
@@ -165,102 +170,31 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Answers connections until the process ends, a thread each.
+    /// Answers connections until the process ends.
     pub fn run(self) -> std::io::Result<()> {
-        for conn in self.listener.incoming() {
-            let stream = match conn {
-                Ok(s) => s,
-                // A client that reset before it was accepted, or too many
-                // open files for a moment: the next one may succeed.
-                Err(_) => continue,
-            };
-            if self.shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                self.shared.active.fetch_sub(1, Ordering::AcqRel);
-                let mut stream = stream;
-                let _ = stream.set_write_timeout(Some(http::IO_TIMEOUT));
-                let _ = Response::error(503, "too many connections at once: try again")
-                    .write_to(&mut stream, false);
-                continue;
-            }
-            let shared = self.shared.clone();
-            std::thread::spawn(move || {
-                handle(stream, &shared);
-                shared.active.fetch_sub(1, Ordering::AcqRel);
-            });
-        }
-        Ok(())
+        server::run(self.listener, self.shared)
     }
 }
 
-/// One connection: read the request, answer, close.
-fn handle(mut stream: TcpStream, shared: &Shared) {
-    let _ = stream.set_read_timeout(Some(http::IO_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(http::IO_TIMEOUT));
-    let req = match http::read_request(&stream) {
-        Ok(Some(r)) => r,
-        Ok(None) | Err(_) => return,
-    };
-    let (resp, head_only) = match req {
-        Err(bad) => (Response::error(bad.status(), &bad.to_string()), false),
-        Ok(req) => {
-            let head_only = req.method == "HEAD";
-            (answer(&req, shared), head_only)
-        }
-    };
-    // The client may have gone: nothing to do about it.
-    let _ = resp.write_to(&mut stream, head_only);
-}
-
-/// The answer to a well-formed request: the token checked, then the page.
-fn answer(req: &Request, shared: &Shared) -> Response {
-    if req.method != "GET" && req.method != "HEAD" {
-        return Response::error(405, "this server is read-only: only GET and HEAD");
-    }
-    let mut set_cookie = None;
-    if let Some(token) = &shared.opts.token {
-        let given = req
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .or_else(|| req.cookie(TOKEN_COOKIE))
-            .or_else(|| req.param("token"));
-        match given {
-            Some(g) if same(g.trim(), token) => {
-                if req.param("token").is_some() {
-                    set_cookie = Some(format!(
-                        "{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-                    ));
-                }
-            }
-            Some(_) => return Response::error(401, "wrong token"),
-            None => {
-                return Response::error(
-                    401,
-                    "this server needs its token: open it once with ?token=TOKEN (kept in a cookie), or send `Authorization: Bearer TOKEN`",
-                )
-            }
-        }
-    }
+/// A page: the store opened for this request, then the page's function.
+pub(crate) fn page(req: &Request, shared: &Shared) -> Response {
     let store = match Store::open_read_only(&shared.opts.db) {
         Ok(s) => s,
         Err(e) => {
             return Response::error(
                 500,
-                &format!(
+                &benchlab_core::redact::redact(&format!(
                     "cannot open the store {}: {e}",
                     benchlab_store::Target::from_path(&shared.opts.db)
-                ),
+                )),
             )
         }
     };
-    let mut resp = pages::route(req, &store, shared.source.as_ref());
-    if let Some(c) = set_cookie {
-        resp.headers.push(("Set-Cookie".into(), c));
-    }
-    resp
+    pages::route(req, &store, shared.source.as_ref())
 }
 
 /// Compares two tokens in time independent of where they differ.
-fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

@@ -36,6 +36,19 @@ var n=document.getElementById('news');if(fresh>0){n.style.display='block';n.text
 setInterval(tick,2000);tick();})();
 ";
 
+/// The inline scripts and styles the pages hold, exactly as they are
+/// written into them: the content-security policy allows these and no
+/// others (by their hashes).
+pub(crate) fn inline_blocks() -> (Vec<String>, Vec<String>) {
+    (
+        vec![
+            LIVE_SCRIPT.to_string(),
+            benchlab_report::html::check_script().to_string(),
+        ],
+        vec![format!("{}{UI_STYLE}", style()), style().to_string()],
+    )
+}
+
 /// A whole page: navigation, then `body`.
 fn page(title: &str, body: &str) -> Response {
     Response::html(format!(

@@ -45,7 +45,7 @@ pub use spec::{Probe, Restart, SecretSource, ServiceKind, ServicePlan, ServiceSp
 pub const MARKER: &str = ".benchlab-owned";
 
 /// What a masked secret looks like in descriptions and errors.
-pub const MASK: &str = "********";
+pub const MASK: &str = benchlab_core::redact::MASK;
 
 /// Errors of managed services. Every message names the service.
 #[derive(Debug, thiserror::Error)]

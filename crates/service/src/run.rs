@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::prepare::{prepare, Prepared, Root};
 use crate::procfs::{self, ServiceUsage};
 use crate::spec::{Probe, Restart, ServiceKind, ServicePlan, ServiceSpec};
-use crate::{gate, probe, ServiceError, MARKER, MASK};
+use crate::{gate, probe, ServiceError, MARKER};
 
 /// How many lines of each log an error or a death report carries.
 const LOG_LINES: usize = 20;
@@ -289,11 +289,7 @@ fn log_tail(scratch: &Path, secrets: &[String]) -> String {
 }
 
 fn mask(text: &str, secrets: &[String]) -> String {
-    let mut t = text.to_string();
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        t = t.replace(s.as_str(), MASK);
-    }
-    t
+    benchlab_core::redact::redact_known(text, secrets)
 }
 
 /// What was made so far by a start, undone if it fails.
@@ -810,7 +806,7 @@ mod tests {
     fn masking() {
         assert_eq!(
             mask("pw=hunter2 ok", &["hunter2".into(), String::new()]),
-            format!("pw={MASK} ok")
+            format!("pw={} ok", crate::MASK)
         );
     }
 

@@ -33,7 +33,9 @@ mod target;
 
 pub use copy::Copied;
 #[cfg(feature = "postgres")]
-pub use pg::MIN_SERVER_VERSION;
+pub use pg::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, MIN_SERVER_VERSION, STATEMENT_TIMEOUT_PARAM,
+};
 pub use target::{is_postgres_url, redact, Target, POSTGRES_SCHEMES};
 
 use sql::{vals, Dialect, Exec, Row};
@@ -47,7 +49,7 @@ pub enum StoreError {
     /// PostgreSQL failed.
     #[cfg(feature = "postgres")]
     #[error("PostgreSQL: {}", pg::error_text(.0))]
-    Postgres(#[source] postgres::Error),
+    Postgres(#[source] tokio_postgres::Error),
     /// Stored JSON did not parse.
     #[error("stored data is corrupt: {0}")]
     Json(#[from] serde_json::Error),
@@ -80,6 +82,25 @@ pub enum StoreError {
         /// What the client or the server said.
         why: String,
     },
+    /// The server did not answer within its bound.
+    #[error("{db} did not answer {what} within {bound_s} s: the server is not responding (the URL's `statement_timeout`, in seconds, sets the bound)")]
+    Timeout {
+        /// The database, its password masked.
+        db: String,
+        /// What was asked.
+        what: String,
+        /// The bound, in seconds.
+        bound_s: f64,
+    },
+    /// A command that only reads found no store where it was pointed:
+    /// nothing was created.
+    #[error("{db}: no benchlab store here ({why}): `benchlab list` creates it")]
+    NoStore {
+        /// The database, its password masked.
+        db: String,
+        /// What is there instead.
+        why: String,
+    },
     /// The PostgreSQL server is older than the store needs.
     #[error("{db} runs PostgreSQL {found} (server_version_num); the store needs {min} or newer")]
     ServerVersion {
@@ -107,8 +128,8 @@ pub enum StoreError {
 }
 
 #[cfg(feature = "postgres")]
-impl From<postgres::Error> for StoreError {
-    fn from(e: postgres::Error) -> StoreError {
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
         StoreError::Postgres(e)
     }
 }
@@ -558,10 +579,19 @@ impl Store {
     pub fn open_read_only(path: &Path) -> Result<Store> {
         let target = Target::from_path(path);
         let conn = match &target {
-            Target::Sqlite(path) => Conn::Sqlite(sqlite_read_only(path)?),
+            Target::Sqlite(path) => {
+                if !path.exists() {
+                    return Err(no_store(&target, "the file does not exist"));
+                }
+                Conn::Sqlite(sqlite_read_only(path)?)
+            }
             #[cfg(feature = "postgres")]
             Target::Postgres(url) => {
-                Conn::Postgres(Box::new(pg::Pg::connect(url, &target.redacted())?))
+                let mut pg = pg::Pg::connect(url, &target.redacted())?;
+                if !pg.has_store()? {
+                    return Err(no_store(&target, "the database has no benchlab tables"));
+                }
+                Conn::Postgres(Box::new(pg))
             }
             #[cfg(not(feature = "postgres"))]
             Target::Postgres(_) => return Err(StoreError::NoPostgres(target.redacted())),
@@ -571,6 +601,9 @@ impl Store {
             target,
         };
         let found = store.schema_version()?;
+        if found == 0 && store.backend() == Backend::Sqlite && !store.sqlite_has_tables()? {
+            return Err(no_store(&store.target, "the file holds no benchlab tables"));
+        }
         if found > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
                 found,
@@ -584,6 +617,60 @@ impl Store {
             });
         }
         Ok(store)
+    }
+
+    /// Opens a store that must already exist, for a command that reads
+    /// (`show`, `report`, `compare`, `copy --from`): a missing SQLite file
+    /// or a database without benchlab's tables is [`StoreError::NoStore`]
+    /// and nothing is created, so that a mistyped `--db` is an error and
+    /// not a new empty store. An existing store of an older schema is
+    /// migrated as [`Store::open_target`] would.
+    pub fn open_existing(target: &Target) -> Result<Store> {
+        match target {
+            Target::Sqlite(path) => {
+                if !path.exists() {
+                    return Err(no_store(target, "the file does not exist"));
+                }
+                let probe = sqlite_read_only(path)?;
+                let version: i64 = probe.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+                let tables: i64 = probe.query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                drop(probe);
+                if version == 0 && tables == 0 {
+                    return Err(no_store(target, "the file holds no benchlab tables"));
+                }
+                Store::open_target(target)
+            }
+            #[cfg(feature = "postgres")]
+            Target::Postgres(url) => {
+                let mut pg = pg::Pg::connect(url, &target.redacted())?;
+                if !pg.has_store()? {
+                    return Err(no_store(target, "the database has no benchlab tables"));
+                }
+                pg.migrate(MIGRATIONS.len())?;
+                Ok(Store {
+                    conn: RefCell::new(Conn::Postgres(Box::new(pg))),
+                    target: target.clone(),
+                })
+            }
+            #[cfg(not(feature = "postgres"))]
+            Target::Postgres(_) => Err(StoreError::NoPostgres(target.redacted())),
+        }
+    }
+
+    /// A SQLite store that holds at least one table.
+    fn sqlite_has_tables(&self) -> Result<bool> {
+        let n = self.with(|c| {
+            c.query_one(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                &[],
+            )?
+            .int(0)
+        })?;
+        Ok(n > 0)
     }
 
     /// Opens a `--db` value: a PostgreSQL URL or a SQLite path.
@@ -1245,6 +1332,14 @@ impl Store {
             ))
         })
         .collect()
+    }
+}
+
+/// "No benchlab store here", naming the store without its password.
+fn no_store(target: &Target, why: &str) -> StoreError {
+    StoreError::NoStore {
+        db: target.redacted(),
+        why: why.to_string(),
     }
 }
 

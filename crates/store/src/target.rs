@@ -42,7 +42,7 @@ impl Target {
     pub fn redacted(&self) -> String {
         match self {
             Target::Sqlite(p) => p.display().to_string(),
-            Target::Postgres(url) => redact_url(url),
+            Target::Postgres(url) => benchlab_core::redact::redact(url),
         }
     }
 }
@@ -75,42 +75,6 @@ pub fn is_postgres_url(db: &str) -> bool {
 /// the user part and in a `password=` parameter), a path as it is.
 pub fn redact(db: &str) -> String {
     Target::parse(db).redacted()
-}
-
-fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let (scheme, rest) = url.split_at(scheme_end);
-    // The authority ends at the first '/', '?' or '#'; a password may hold
-    // '@' only percent-encoded, so the last '@' before that end closes
-    // the user part.
-    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (auth, tail) = rest.split_at(auth_end);
-    let auth = match auth.rfind('@') {
-        Some(at) => {
-            let (user, host) = auth.split_at(at);
-            match user.split_once(':') {
-                Some((name, _)) => format!("{name}:***{host}"),
-                None => auth.to_string(),
-            }
-        }
-        None => auth.to_string(),
-    };
-    let tail = match tail.split_once('?') {
-        Some((path, query)) => {
-            let query: Vec<String> = query
-                .split('&')
-                .map(|kv| match kv.split_once('=') {
-                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                    _ => kv.to_string(),
-                })
-                .collect();
-            format!("{path}?{}", query.join("&"))
-        }
-        None => tail.to_string(),
-    };
-    format!("{scheme}{auth}{tail}")
 }
 
 #[cfg(test)]
