@@ -7,6 +7,7 @@
 //! accounting, and prints nothing: measuring produces data, rendering is
 //! somebody else's job.
 
+pub mod cost;
 pub mod cpu;
 pub mod envspec;
 pub mod fake;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::WorkloadError;
 
 use crate::pattern::{geometry, permutation, stride_next, Pattern};
@@ -407,9 +408,9 @@ fn run_cell_inner(spec: &CellSpec, abort: &AtomicBool) -> Result<CellResult, Wor
         let (elapsed_s, checked) = match p {
             Pattern::Write => (write_pass(spec, &mut buf, n, dflag, true)?, 0),
             Pattern::Rewrite => (rewrite_pass(spec, &mut buf, n, dflag)?, 0),
-            Pattern::Read | Pattern::Reread => read_pass(spec, &mut buf, n, dflag)?,
-            Pattern::RandomRead => random_pass(spec, &mut buf, &perm, dflag, false)?,
-            Pattern::RandomWrite => random_pass(spec, &mut buf, &perm, dflag, true)?,
+            Pattern::Read | Pattern::Reread => read_pass(spec, &mut buf, n, dflag, p)?,
+            Pattern::RandomRead => random_read_pass(spec, &mut buf, &perm, dflag)?,
+            Pattern::RandomWrite => random_write_pass(spec, &mut buf, &perm, dflag)?,
             Pattern::BkwdRead => {
                 // IOzone runs this pass twice and reports the first.
                 let first = bkwd_pass(spec, &mut buf, n, dflag)?;
@@ -478,6 +479,8 @@ fn open(spec: &CellSpec, flags: libc::c_int, what: &str) -> Result<Fd, WorkloadE
 
 /// write: IOzone's sanity step (create, truncate, close, unlink), then
 /// `creat()`, close, open `O_RDWR`, and sequential writes of new blocks.
+// Never inlined: bench/cost attributes instructions to the pass.
+#[inline(never)]
 fn write_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
@@ -508,15 +511,19 @@ fn write_pass(
     let rec = spec.record_size;
     let b = buf.as_mut_slice();
     let t0 = Instant::now();
+    let cost = LoopCost::start();
     for i in 0..n {
         stamp(b, i * rec);
         write_full(fd.0, b)
             .map_err(|e| io_err(&format!("write: record at offset {} of", i * rec), path, e))?;
     }
+    cost.end("fs.matrix write", n);
     let elapsed = finish_fd(spec, fd, t0, what)?;
     Ok(if timed { elapsed } else { 0.0 })
 }
 
+// Never inlined: bench/cost attributes instructions to the pass.
+#[inline(never)]
 fn rewrite_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
@@ -528,6 +535,7 @@ fn rewrite_pass(
     let rec = spec.record_size;
     let b = buf.as_mut_slice();
     let t0 = Instant::now();
+    let cost = LoopCost::start();
     for i in 0..n {
         stamp(b, i * rec);
         write_full(fd.0, b).map_err(|e| {
@@ -538,6 +546,7 @@ fn rewrite_pass(
             )
         })?;
     }
+    cost.end("fs.matrix rewrite", n);
     finish_fd(spec, fd, t0, "rewrite")
 }
 
@@ -591,11 +600,14 @@ impl Misreads {
     }
 }
 
+// Never inlined: bench/cost attributes instructions to the pass.
+#[inline(never)]
 fn read_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
     n: u64,
     dflag: libc::c_int,
+    pattern: Pattern,
 ) -> Result<(f64, u64), WorkloadError> {
     let path = spec.path.as_path();
     let fd = open(spec, libc::O_RDONLY | dflag, "read")?;
@@ -606,15 +618,40 @@ fn read_pass(
     seek(fd.0, 0, libc::SEEK_SET).map_err(|e| io_err("read: lseek", path, e))?;
     let mut misreads = Misreads::default();
     let t0 = Instant::now();
+    let cost = LoopCost::start();
     for i in 0..n {
         read_full(fd.0, b).map_err(|e| io_err("read: read", path, e))?;
         misreads.check(head(b), i * rec);
     }
+    cost.end(pattern.cost_label(), n);
     let elapsed = finish_fd(spec, fd, t0, "read")?;
     misreads.result(spec, "read")?;
     Ok((elapsed, n))
 }
 
+// One function per pattern, never inlined: bench/cost attributes
+// instructions to the pass.
+#[inline(never)]
+fn random_read_pass(
+    spec: &CellSpec,
+    buf: &mut AlignedBuf,
+    perm: &[u64],
+    dflag: libc::c_int,
+) -> Result<(f64, u64), WorkloadError> {
+    random_pass(spec, buf, perm, dflag, false)
+}
+
+#[inline(never)]
+fn random_write_pass(
+    spec: &CellSpec,
+    buf: &mut AlignedBuf,
+    perm: &[u64],
+    dflag: libc::c_int,
+) -> Result<(f64, u64), WorkloadError> {
+    random_pass(spec, buf, perm, dflag, true)
+}
+
+#[inline(always)]
 fn random_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
@@ -630,6 +667,7 @@ fn random_pass(
     let b = buf.as_mut_slice();
     let mut misreads = Misreads::default();
     let t0 = Instant::now();
+    let cost = LoopCost::start();
     if write {
         for &r in perm {
             let off = r * rec;
@@ -649,6 +687,12 @@ fn random_pass(
             misreads.check(head(b), off);
         }
     }
+    let p = if write {
+        Pattern::RandomWrite
+    } else {
+        Pattern::RandomRead
+    };
+    cost.end(p.cost_label(), perm.len() as u64);
     let elapsed = finish_fd(spec, fd, t0, what)?;
     misreads.result(spec, what)?;
     Ok((elapsed, if write { 0 } else { perm.len() as u64 }))
@@ -657,6 +701,8 @@ fn random_pass(
 /// Backward read: `lseek(−reclen, SEEK_END)`, then read and step back two
 /// records, so records n−1 … 0. The step after the last read (record 0)
 /// would seek before the file start and is not made.
+// Never inlined: bench/cost attributes instructions to the pass.
+#[inline(never)]
 fn bkwd_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
@@ -672,6 +718,7 @@ fn bkwd_pass(
     let t0 = Instant::now();
     seek(fd.0, -(rec as i64), libc::SEEK_END)
         .map_err(|e| io_err("backward read: lseek", path, e))?;
+    let cost = LoopCost::start();
     for i in 0..n {
         read_full(fd.0, b).map_err(|e| io_err("backward read: read", path, e))?;
         let want = (n - 1 - i) * rec;
@@ -681,12 +728,15 @@ fn bkwd_pass(
                 .map_err(|e| io_err("backward read: lseek", path, e))?;
         }
     }
+    cost.end("fs.matrix bkwd-read", n);
     let elapsed = finish_fd(spec, fd, t0, "backward read")?;
     misreads.result(spec, "backward read")?;
     Ok((elapsed, n))
 }
 
 /// Record rewrite: the first record, written over and over.
+// Never inlined: bench/cost attributes instructions to the pass.
+#[inline(never)]
 fn record_rewrite_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
@@ -698,13 +748,17 @@ fn record_rewrite_pass(
     let b = buf.as_mut_slice();
     stamp(b, 0);
     let t0 = Instant::now();
+    let cost = LoopCost::start();
     for _ in 0..n {
         write_full(fd.0, b).map_err(|e| io_err("record rewrite: write", path, e))?;
         seek(fd.0, 0, libc::SEEK_SET).map_err(|e| io_err("record rewrite: lseek", path, e))?;
     }
+    cost.end("fs.matrix record-rewrite", n);
     finish_fd(spec, fd, t0, "record rewrite")
 }
 
+// Never inlined: bench/cost attributes instructions to the pass.
+#[inline(never)]
 fn stride_pass(
     spec: &CellSpec,
     buf: &mut AlignedBuf,
@@ -719,6 +773,7 @@ fn stride_pass(
     let mut misreads = Misreads::default();
     let (mut pos, mut wrap) = (0u64, 0u64);
     let t0 = Instant::now();
+    let cost = LoopCost::start();
     for _ in 0..n {
         read_full(fd.0, b).map_err(|e| io_err("stride read: read", path, e))?;
         misreads.check(head(b), pos * rec);
@@ -726,6 +781,7 @@ fn stride_pass(
         seek(fd.0, (pos * rec) as i64, libc::SEEK_SET)
             .map_err(|e| io_err("stride read: lseek", path, e))?;
     }
+    cost.end("fs.matrix stride-read", n);
     let elapsed = finish_fd(spec, fd, t0, "stride read")?;
     misreads.result(spec, "stride read")?;
     Ok((elapsed, n))

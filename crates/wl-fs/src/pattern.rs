@@ -77,6 +77,26 @@ impl Pattern {
         }
     }
 
+    /// The label of its loop's line in `bench/cost`'s log
+    /// (`benchlab_core::cost`).
+    pub fn cost_label(self) -> &'static str {
+        match self {
+            Pattern::Write => "fs.matrix write",
+            Pattern::Rewrite => "fs.matrix rewrite",
+            Pattern::Read => "fs.matrix read",
+            Pattern::Reread => "fs.matrix reread",
+            Pattern::RandomRead => "fs.matrix random-read",
+            Pattern::RandomWrite => "fs.matrix random-write",
+            Pattern::BkwdRead => "fs.matrix bkwd-read",
+            Pattern::RecordRewrite => "fs.matrix record-rewrite",
+            Pattern::StrideRead => "fs.matrix stride-read",
+            Pattern::Fwrite => "fs.matrix fwrite",
+            Pattern::Frewrite => "fs.matrix frewrite",
+            Pattern::Fread => "fs.matrix fread",
+            Pattern::Freread => "fs.matrix freread",
+        }
+    }
+
     /// The metric key of its rate: `random_read_kib_s`.
     pub fn metric(self) -> &'static str {
         match self {

@@ -44,6 +44,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::LatencyRecorder;
@@ -373,12 +374,14 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     }
     // Without `iterations` the timer alone ends the loop.
     let limit = cfg.iterations.unwrap_or(u64::MAX);
+    let cost = LoopCost::start();
     let lost = match ex.proto() {
         Proto::Tcp => measure(&mut rec, &timer, limit, || {
             ex.exchange_tcp().map(|()| Outcome::Done)
         }),
         Proto::Udp => measure(&mut rec, &timer, limit, || ex.exchange_udp()),
     };
+    cost.end(CLIENT, rec.count() + *lost.as_ref().unwrap_or(&0));
     // A round trip the watchdog ended after the interval is no error.
     let lost = match lost {
         Ok(n) => n,
@@ -409,8 +412,10 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
 /// The measured loop: timed round trips into `rec` until the timer stops
 /// it or `limit` are recorded; returns the lost ones. Generic over the
 /// exchange so that each protocol gets its own loop with the exchange
-/// inline and no protocol test per round trip.
-#[inline(always)]
+/// inline and no protocol test per round trip. Never inlined itself, so
+/// that `bench/cost` can count its instructions apart from the histogram
+/// built after it (one call per run).
+#[inline(never)]
 fn measure(
     rec: &mut LatencyRecorder,
     timer: &Timer,

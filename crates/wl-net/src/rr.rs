@@ -47,6 +47,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::{
@@ -398,18 +399,9 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
     }
     let c0 = CpuSnapshot::take();
     timer.measure_for(cfg.duration);
-    let (mut done, mut lost) = (0u64, 0u64);
-    while !timer.stopped() {
-        match ex.exchange() {
-            Ok(Outcome::Done) => done += 1,
-            Ok(Outcome::Lost) => lost += 1,
-            // A round trip the watchdog ended after the interval.
-            Err(e) => {
-                ex.stopped_or(e)?;
-                break;
-            }
-        }
-    }
+    let cost = LoopCost::start();
+    let (done, lost) = measure(&mut ex, &timer)?;
+    cost.end(CLIENT, done + lost);
     let c1 = CpuSnapshot::take();
     if timer.aborted() {
         return Err(WorkloadError::Aborted);
@@ -427,6 +419,26 @@ fn client(params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError>
         &[("elapsed_s", cpu.elapsed_s)],
         Some(cpu),
     ))
+}
+
+/// The measured loop: transactions until the timer stops it; returns
+/// those done and those lost. Never inlined, so that `bench/cost` can
+/// count its instructions by function (one call per run).
+#[inline(never)]
+fn measure(ex: &mut Exchanger, timer: &Timer) -> Result<(u64, u64), WorkloadError> {
+    let (mut done, mut lost) = (0u64, 0u64);
+    while !timer.stopped() {
+        match ex.exchange() {
+            Ok(Outcome::Done) => done += 1,
+            Ok(Outcome::Lost) => lost += 1,
+            // A round trip the watchdog ended after the interval.
+            Err(e) => {
+                ex.stopped_or(e)?;
+                break;
+            }
+        }
+    }
+    Ok((done, lost))
 }
 
 #[cfg(test)]

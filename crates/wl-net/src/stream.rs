@@ -59,6 +59,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::{
@@ -605,10 +606,12 @@ fn tcp_sender(
     let c0 = CpuSnapshot::take();
     timer.measure_for(cfg.duration);
     let at_mark = bytes;
+    let cost = LoopCost::start();
     while !timer.stopped() {
         send_all(fd, &buf, abort, SEND)?;
         bytes += len;
     }
+    cost.end(CLIENT, (bytes - at_mark) / len.max(1));
     if timer.aborted() {
         return Err(WorkloadError::Aborted);
     }
@@ -686,6 +689,7 @@ fn tcp_receiver(
     if !eof {
         // `stopped()` is set only by an abort here: the sender's EOF ends
         // the interval.
+        let (cost, at_call) = (LoopCost::start(), calls);
         while !timer.stopped() {
             let n = recv_some(fd, &mut buf, abort)?;
             calls += 1;
@@ -694,6 +698,7 @@ fn tcp_receiver(
             }
             bytes += n as u64;
         }
+        cost.end(SERVER, calls - at_call);
     }
     let c1 = CpuSnapshot::take();
     if timer.aborted() {

@@ -991,6 +991,7 @@ impl<'a> Worker<'a> {
         let drain_end = self.phases.stop + self.spec.timeout.min(MAX_DRAIN).as_nanos() as u64;
         let mut next_scan = now_ns() + SCAN_NS;
         let mut now = now_ns();
+        let cost = benchlab_core::cost::LoopCost::start();
         loop {
             if open {
                 self.dispatch(now);
@@ -1036,6 +1037,7 @@ impl<'a> Worker<'a> {
                 self.event(i, bits, now);
             }
         }
+        cost.end("web.load worker", self.total.responses);
         let in_flight = self
             .conns
             .iter()

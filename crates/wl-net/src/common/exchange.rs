@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::{ServerCtx, SideResult, WorkloadError, ABORT_POLL};
 use socket2::Socket;
@@ -335,7 +336,10 @@ pub(crate) fn serve_requests(
     let at_mark = if early_c0_taken { 0 } else { served };
     if !ended {
         // `stopped()` is only set by an abort here (no measure_for).
-        served += rx.serve_until(|| timer.stopped())?.0;
+        let cost = LoopCost::start();
+        let n = rx.serve_until(|| timer.stopped())?.0;
+        cost.end(what, n);
+        served += n;
     }
     let c1 = CpuSnapshot::take();
     if timer.aborted() || abort.load(Ordering::Relaxed) {
@@ -382,6 +386,8 @@ impl Responder<'_> {
     /// on a shared CPU is little more than the limit's loop
     /// (bench/limit/net_limit.c `pp_server`); the figures are at
     /// [`Exchanger`].
+    // Never inlined: bench/cost counts the loop's instructions by function.
+    #[inline(never)]
     fn serve_until(&mut self, done: impl Fn() -> bool) -> Result<(u64, bool), WorkloadError> {
         let mut n = 0u64;
         match self.proto {
