@@ -1048,7 +1048,7 @@ mod real_file_tests {
         // and fails on the first disagreement.
         assert_eq!(bkwd_pass(&s, &mut buf, n, 0).unwrap().1, n);
         assert_eq!(stride_pass(&s, &mut buf, n, 0).unwrap().1, n);
-        assert_eq!(read_pass(&s, &mut buf, n, 0).unwrap().1, n);
+        assert_eq!(read_pass(&s, &mut buf, n, 0, Pattern::Read).unwrap().1, n);
         assert_eq!(fread_pass(&s, &mut buf, n).unwrap().1, n);
         // A wrong record is noticed: swap two records on disk.
         let mut data = std::fs::read(&s.path).unwrap();
@@ -1068,7 +1068,9 @@ mod real_file_tests {
             e.contains("2 record(s)") && e.contains("first at offset 4096)"),
             "{e}"
         );
-        let e = read_pass(&s, &mut buf, n, 0).unwrap_err().to_string();
+        let e = read_pass(&s, &mut buf, n, 0, Pattern::Read)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("2 record(s)") && e.contains("first at offset 0)"),
             "{e}"
