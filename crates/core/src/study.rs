@@ -9,6 +9,7 @@ use std::fmt;
 
 mod compare;
 mod configurations;
+mod crosscheck;
 mod defaults;
 mod header;
 mod hostmap;
@@ -22,6 +23,7 @@ mod workloads;
 
 pub use compare::Comparison;
 pub use configurations::Configuration;
+pub use crosscheck::Crosscheck;
 pub use defaults::{
     Adaptive, Defaults, OnError, Selection, DEFAULT_DURATION_S, DEFAULT_QUIESCE_S,
     DEFAULT_REPETITIONS, DEFAULT_WARMUP_S,
@@ -117,6 +119,9 @@ pub struct Study {
     /// declares, in file order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compare: Vec<Comparison>,
+    /// `[[study.crosscheck]]`: native workloads paired with classic tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crosschecks: Vec<Crosscheck>,
 }
 
 /// `testbed` belongs to `benchlab testbed`, which reads the same file.
@@ -177,6 +182,7 @@ impl Study {
         };
         let workloads = cx.workloads(doc, &known)?;
         cx.host_maps(&mut configs, &host_names, &workloads, &services)?;
+        let crosschecks = cx.crosschecks(doc, &workloads, registry)?;
         let Header {
             name,
             description,
@@ -206,6 +212,7 @@ impl Study {
             services,
             steps,
             compare,
+            crosschecks,
         };
         if control {
             study.add_control()?;

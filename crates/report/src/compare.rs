@@ -216,6 +216,7 @@ pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
         selection: base.selection,
         tables,
         points: Vec::new(),
+        crosschecks: Vec::new(),
         failures: order
             .iter()
             .flat_map(|s| {

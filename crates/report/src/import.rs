@@ -345,6 +345,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         selection: Selection::Median,
         tables: out,
         points: Vec::new(),
+        crosschecks: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),

@@ -4,6 +4,7 @@
 //! text. Rendering never measures and never queries.
 
 pub mod compare;
+pub mod crosscheck;
 pub mod html;
 pub mod import;
 pub mod model;

@@ -330,6 +330,9 @@ pub struct RunReport {
     /// by the caller from the store).
     #[serde(default)]
     pub services: Vec<ServiceRecord>,
+    /// `[[study.crosscheck]]`: each native point over its classic tool's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crosschecks: Vec<crate::crosscheck::CrosscheckRow>,
 }
 
 /// One comparison of the A/A control with the configuration it repeats.
@@ -902,7 +905,9 @@ pub fn build(
         notes: Vec::new(),
         steps: study.steps.clone(),
         services: Vec::new(),
+        crosschecks: Vec::new(),
     };
+    report.crosschecks = crate::crosscheck::rows(&study.crosschecks, &report.points);
     // Summaries derived from several points (seed 001's Figure 1) become
     // ordinary tables, so every renderer shows them.
     let summaries = views::summary_tables(&plans, &report.points, &names, selection);

@@ -310,6 +310,7 @@ fn terminal(report: &RunReport) -> String {
         }
     }
     views_text(report, false, &mut out);
+    crate::crosscheck::text(&report.crosschecks, false, &mut out);
     if !report.tables.is_empty() {
         out.push('\n');
         out.push_str(&legend(report));
@@ -520,6 +521,10 @@ fn markdown(report: &RunReport) -> String {
         out.push('\n');
     }
     views_text(report, true, &mut out);
+    if !report.crosschecks.is_empty() {
+        crate::crosscheck::text(&report.crosschecks, true, &mut out);
+        out.push('\n');
+    }
     out.push_str(&legend(report));
     published_line(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");

@@ -234,6 +234,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         events: Vec::new(),
         latency: Vec::new(),
         services: Vec::new(),
+        crosschecks: Vec::new(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

@@ -80,6 +80,7 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
             average: None,
         }],
         points: Vec::new(),
+        crosschecks: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),

@@ -662,6 +662,11 @@ fn read_metrics(r: &Recipe, text: &str) -> Result<BTreeMap<String, f64>, String>
     match r.parser {
         ParserKind::Json => {
             let doc = parse::json_doc(text)?;
+            // iperf3 -J reports its failures (a busy server, a refused
+            // connection) in the document, exiting 0 at times.
+            if let Some(e) = doc.get("error").and_then(|e| e.as_str()) {
+                return Err(format!("it reported an error: {e}"));
+            }
             for m in &r.metrics {
                 let path =
                     parse::json_path(&m.select).map_err(|e| format!("path `{}`: {e}", m.select))?;

@@ -84,6 +84,7 @@ const STUDY_KEYS: &[&str] = &[
     "control",
     "step",
     "compare",
+    "crosscheck",
 ];
 const ORDERS: &[&str] = &["alternate", "blocks", "sequential", "interleaved"];
 

@@ -1,0 +1,266 @@
+//! `[[study.crosscheck]]`: a native workload against a classic tool on the
+//! same hosts and configurations, per paired point: the ratio of their
+//! figures with its confidence interval, and whether they disagree beyond
+//! the noise.
+
+use std::fmt::Write;
+
+use benchlab_core::study::Crosscheck;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{PointResult, NOISE_PCT};
+
+/// One paired point: the native figure over the classic one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrosscheckRow {
+    /// Native workload name.
+    pub native: String,
+    /// Classic workload name.
+    pub classic: String,
+    /// The two metrics compared (`throughput_mbps` / `throughput_Mbps`).
+    pub metrics: (String, String),
+    /// Configuration name.
+    pub configuration: String,
+    /// The native point's label.
+    pub point: String,
+    /// Mean of the native repetitions.
+    pub native_mean: f64,
+    /// Mean of the classic repetitions.
+    pub classic_mean: f64,
+    /// Repetitions with a figure (native, classic).
+    pub n: (usize, usize),
+    /// native mean / classic mean.
+    pub ratio: f64,
+    /// Its 95 % interval (Fieller's, for the ratio of means), when both
+    /// sides have two repetitions or more and it is bounded.
+    pub ci: Option<(f64, f64)>,
+    /// `agree`: the interval lies within ±noise of 1; `disagree`: it
+    /// excludes that band; `inconclusive`; `too few repetitions`.
+    pub verdict: String,
+}
+
+fn finite(v: Option<&Vec<f64>>) -> Vec<f64> {
+    v.map(|v| v.iter().copied().filter(|x| x.is_finite()).collect())
+        .unwrap_or_default()
+}
+
+/// The rows of every cross-check of a run.
+pub fn rows(checks: &[Crosscheck], points: &[PointResult]) -> Vec<CrosscheckRow> {
+    let mut out = Vec::new();
+    for c in checks {
+        for n in points.iter().filter(|p| p.workload == c.native) {
+            let fixed = c
+                .when
+                .iter()
+                .all(|(k, v)| n.params.get(k).map(|x| x.label()) == Some(v.clone()));
+            if !fixed {
+                continue;
+            }
+            let Some(k) = points.iter().find(|p| {
+                p.workload == c.classic
+                    && p.configuration == n.configuration
+                    && c.map
+                        .iter()
+                        .all(|(np, cp)| match (n.params.get(np), p.params.get(cp)) {
+                            (Some(a), Some(b)) => match (a.as_f64(), b.as_f64()) {
+                                (Some(x), Some(y)) => x == y,
+                                _ => a.label() == b.label(),
+                            },
+                            _ => false,
+                        })
+            }) else {
+                continue;
+            };
+            let a = finite(n.metrics.get(&c.native_metric));
+            let b = finite(k.metrics.get(&c.classic_metric));
+            if a.is_empty() || b.is_empty() {
+                continue;
+            }
+            let cmp = benchlab_stats::compare(&a, &b, benchlab_stats::Better::Higher, NOISE_PCT);
+            let (ratio, ci, verdict) = match &cmp {
+                Some(cmp) => (
+                    1.0 + cmp.advantage_pct / 100.0,
+                    cmp.ci_pct
+                        .as_ref()
+                        .map(|i| (1.0 + i.lo / 100.0, 1.0 + i.hi / 100.0)),
+                    match cmp.verdict {
+                        benchlab_stats::Verdict::WithinNoise => "agree",
+                        benchlab_stats::Verdict::Better | benchlab_stats::Verdict::Worse => {
+                            "DISAGREE"
+                        }
+                        benchlab_stats::Verdict::Inconclusive => "inconclusive",
+                        benchlab_stats::Verdict::Insufficient => "too few repetitions",
+                    },
+                ),
+                None => (f64::NAN, None, "no ratio (a figure is 0)"),
+            };
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+            out.push(CrosscheckRow {
+                native: c.native.clone(),
+                classic: c.classic.clone(),
+                metrics: (c.native_metric.clone(), c.classic_metric.clone()),
+                configuration: n.configuration.clone(),
+                point: n.label.clone(),
+                native_mean: mean(&a),
+                classic_mean: mean(&b),
+                n: (a.len(), b.len()),
+                ratio,
+                ci,
+                verdict: verdict.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// The cross-check tables as text (Markdown with `md`).
+pub fn text(rows: &[CrosscheckRow], md: bool, out: &mut String) {
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        if !pairs.contains(&(r.native.as_str(), r.classic.as_str())) {
+            pairs.push((&r.native, &r.classic));
+        }
+    }
+    for (native, classic) in pairs {
+        let these: Vec<&CrosscheckRow> = rows
+            .iter()
+            .filter(|r| r.native == native && r.classic == classic)
+            .collect();
+        let (nm, cm) = &these[0].metrics;
+        out.push('\n');
+        let title = format!(
+            "Cross-check · {native} ({nm}) / {classic} ({cm}): native over classic, mean of the repetitions"
+        );
+        if md {
+            let _ = writeln!(out, "## {title}\n");
+            let _ = writeln!(
+                out,
+                "| configuration | point | native | classic | ratio | 95% CI | n | verdict |"
+            );
+            let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|---|");
+        } else {
+            let _ = writeln!(out, "{title}");
+        }
+        let mut table = vec![vec![
+            "configuration".to_string(),
+            "point".into(),
+            "native".into(),
+            "classic".into(),
+            "ratio".into(),
+            "95% CI".into(),
+            "n".into(),
+            "verdict".into(),
+        ]];
+        for r in these {
+            table.push(vec![
+                r.configuration.clone(),
+                r.point.clone(),
+                format!("{:.2}", r.native_mean),
+                format!("{:.2}", r.classic_mean),
+                format!("{:.3}", r.ratio),
+                r.ci.map(|(l, h)| format!("[{l:.3}, {h:.3}]"))
+                    .unwrap_or_else(|| "-".into()),
+                format!("{}/{}", r.n.0, r.n.1),
+                r.verdict.clone(),
+            ]);
+        }
+        if md {
+            for row in &table[1..] {
+                let _ = writeln!(out, "| {} |", row.join(" | "));
+            }
+        } else {
+            let widths: Vec<usize> = (0..table[0].len())
+                .map(|i| {
+                    table
+                        .iter()
+                        .map(|r| r[i].chars().count())
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            for row in &table {
+                let mut line = String::from(" ");
+                for (i, cell) in row.iter().enumerate() {
+                    let pad = widths[i] - cell.chars().count();
+                    if (2..=4).contains(&i) {
+                        line.push_str(&format!(" {}{cell}", " ".repeat(pad)));
+                    } else {
+                        line.push_str(&format!(" {cell}{}", " ".repeat(pad)));
+                    }
+                }
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{}agree: the ratio's 95% interval lies within 1 ± {NOISE_PCT}%; DISAGREE: it lies outside that band (a difference beyond the noise); inconclusive: it straddles an edge.",
+            if md { "\n" } else { "  " }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchlab_core::Value;
+    use std::collections::BTreeMap;
+
+    fn point(workload: &str, config: &str, size: i64, values: &[f64]) -> PointResult {
+        let mut params = BTreeMap::new();
+        params.insert("message_size".to_string(), Value::Int(size));
+        params.insert("protocol".to_string(), Value::Str("tcp".into()));
+        let mut metrics = BTreeMap::new();
+        metrics.insert("tp".to_string(), values.to_vec());
+        PointResult {
+            configuration: config.into(),
+            workload: workload.into(),
+            kind: String::new(),
+            label: format!("message_size={size}"),
+            params,
+            metrics,
+            summaries: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn ratios_pair_points_by_the_mapping() {
+        let check = Crosscheck {
+            native: "stream".into(),
+            classic: "iperf3".into(),
+            native_metric: "tp".into(),
+            classic_metric: "tp".into(),
+            map: [("message_size".to_string(), "message_size".to_string())].into(),
+            when: [("protocol".to_string(), "tcp".to_string())].into(),
+        };
+        let points = vec![
+            point(
+                "stream",
+                "a",
+                1024,
+                &[100.0, 100.1, 99.9, 100.0, 100.05, 99.95],
+            ),
+            point(
+                "iperf3",
+                "a",
+                1024,
+                &[100.0, 100.05, 99.95, 100.0, 100.1, 99.9],
+            ),
+            point("stream", "a", 4096, &[150.0, 151.0, 149.0, 150.0]),
+            point("iperf3", "a", 4096, &[100.0, 100.5, 99.5, 100.0]),
+            // No classic point of that size: no row.
+            point("stream", "a", 8192, &[1.0, 1.0]),
+        ];
+        let r = rows(&[check], &points);
+        assert_eq!(r.len(), 2);
+        assert!((r[0].ratio - 1.0).abs() < 1e-9);
+        assert_eq!(r[0].verdict, "agree");
+        assert!((r[1].ratio - 1.5).abs() < 1e-9);
+        assert_eq!(r[1].verdict, "DISAGREE");
+        let (lo, hi) = r[1].ci.unwrap();
+        assert!(lo < 1.5 && hi > 1.5 && lo > 1.01);
+        let mut s = String::new();
+        text(&r, false, &mut s);
+        assert!(s.contains("Cross-check · stream (tp) / iperf3 (tp)"), "{s}");
+        assert!(s.contains("1.500") && s.contains("DISAGREE"), "{s}");
+    }
+}
