@@ -315,6 +315,34 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
         Command::Import { file, name } => {
             crate::import_cmd::import(&cli.db, &file, name.as_deref())
         }
+        Command::History {
+            study,
+            fail_on_change,
+            since,
+            significance,
+            min_segment,
+        } => {
+            if !(significance > 0.0 && significance <= 1.0) {
+                bail!("--significance {significance}: expected a p-value in (0, 1]");
+            }
+            if min_segment < 2 {
+                bail!("--min-segment {min_segment}: a segment needs at least 2 runs");
+            }
+            let options = benchlab_stats::ChangePointOptions {
+                significance,
+                min_segment,
+                ..Default::default()
+            };
+            crate::history_cmd::history(
+                &cli.db,
+                &crate::history_cmd::HistoryArgs {
+                    study: &study,
+                    fail_on_change,
+                    since,
+                    options,
+                },
+            )
+        }
         Command::Show { run, format } => {
             let store = open_existing_store(&cli.db)?;
             let id = match run {

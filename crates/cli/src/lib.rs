@@ -4,6 +4,7 @@
 mod commands;
 mod copy_cmd;
 mod envcmd;
+mod history_cmd;
 mod import_cmd;
 mod progress;
 mod report_cmd;
@@ -189,6 +190,28 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: FormatArg,
+    },
+    /// The stored runs of one study as series (one per table row, metric
+    /// and configuration), with the change points found in each
+    /// (E-Divisive means with a permutation test; see docs/history.md).
+    History {
+        /// A study name as stored, or a study file whose name is read.
+        study: String,
+        /// Exit with status 1 when a change point is found (with --since:
+        /// at that run or later), for CI.
+        #[arg(long)]
+        fail_on_change: bool,
+        /// Only changes at this run or later count for --fail-on-change
+        /// (e.g. the first run of the build under test).
+        #[arg(long, value_name = "RUN")]
+        since: Option<i64>,
+        /// A change is accepted when its permutation p-value is at most
+        /// this.
+        #[arg(long, value_name = "P", default_value_t = benchlab_stats::ChangePointOptions::default().significance)]
+        significance: f64,
+        /// Fewest runs on either side of a change (at least 2).
+        #[arg(long, value_name = "RUNS", default_value_t = benchlab_stats::ChangePointOptions::default().min_segment)]
+        min_segment: usize,
     },
     /// Write a run's report (several runs or RUN:CONFIG columns: their
     /// comparison) as HTML, Markdown, JSON and CSV files.
