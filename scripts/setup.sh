@@ -104,4 +104,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installed ${missing[*]}" >&2
 fi
 
+# The kernel QEMU guests boot (tests): downloaded and unpacked, not installed.
+if [ "$purpose" = test ]; then bash scripts/guest-kernel.sh; fi
+
 . scripts/toolchain.sh

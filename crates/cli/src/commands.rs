@@ -62,6 +62,8 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
         Command::Restore { study, hosts } => crate::envcmd::restore(study.as_deref(), &hosts),
         Command::Profile { action } => crate::envcmd::profile(action),
         Command::LoadWorker { index, dir } => benchlab_env::load::worker_main(index, &dir),
+        Command::GuestInit => benchlab_guest::init::run(),
+        Command::GuestAttach { socket, argv } => benchlab_guest::mux::attach(&socket, &argv),
         Command::Workloads => {
             let mut out = String::new();
             for w in registry().all() {

@@ -149,6 +149,19 @@ enum Command {
         /// Scratch directory for its files.
         dir: String,
     },
+    /// Process 1 of a benchlab guest (started by its early init).
+    #[command(name = "guest-init", hide = true)]
+    GuestInit,
+    /// Runs a command in a benchlab guest over its control port, relaying
+    /// standard streams (started by the controller for a guest's agents).
+    #[command(name = "guest-attach", hide = true)]
+    GuestAttach {
+        /// The guest's agents socket.
+        socket: PathBuf,
+        /// The command to run in the guest.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
     /// Check a study file and print its plan and expected duration.
     Check {
         /// The study file.

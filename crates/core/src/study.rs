@@ -11,6 +11,7 @@ mod compare;
 mod configurations;
 mod crosscheck;
 mod defaults;
+mod guest;
 mod header;
 mod hostmap;
 mod hosts;
@@ -28,6 +29,7 @@ pub use defaults::{
     Adaptive, Defaults, OnError, Selection, DEFAULT_DURATION_S, DEFAULT_QUIESCE_S,
     DEFAULT_REPETITIONS, DEFAULT_WARMUP_S,
 };
+pub use guest::{Accel, GuestNet, GuestSpec};
 pub use header::{Order, DEFAULT_BLOCKS};
 pub use hosts::{Host, Transport, DEFAULT_CLIENT_HOST, DEFAULT_SERVER_HOST};
 pub use lab::HOST_SPEC_FORMS;

@@ -43,6 +43,13 @@ pub(crate) fn route(host: &Host) -> String {
         Transport::Netns(ns) => format!("netns {ns}"),
         Transport::Ssh { destination, .. } => format!("ssh {destination}"),
         Transport::Tcp { agent, .. } => format!("agent {agent}"),
+        Transport::Guest(g) => format!(
+            "guest: {} vCPU(s), {} MiB, net {}, accel {}",
+            g.vcpus,
+            g.memory_mib,
+            g.net.kind(),
+            g.accel.as_str()
+        ),
     }
 }
 
@@ -118,6 +125,7 @@ fn agent_command(host: &Host, launcher: &[String]) -> Result<Command> {
             c
         }
         Transport::Tcp { .. } => unreachable!("TCP agents are connected to, not started"),
+        Transport::Guest(_) => unreachable!("a guest's agents are started through its Guest"),
     })
 }
 
@@ -126,7 +134,14 @@ pub fn spawn_for_restore(host: &Host) -> Result<AgentHandle> {
     if let Transport::Tcp { .. } = host.transport {
         bail!("restore through a listening TCP agent is not supported: run `benchlab restore` on that host");
     }
-    let cmd = agent_command(host, &[])?;
+    // A guest's own changes live in its memory and went with it; what
+    // booting it changed here (QEMU, its scratch directory, huge pages)
+    // is journaled on this machine.
+    let mut host = host.clone();
+    if let Transport::Guest(_) = host.transport {
+        host.transport = Transport::Local;
+    }
+    let cmd = agent_command(&host, &[])?;
     Ok(AgentHandle::spawn(cmd, &format!("{}/restore", host.name))?)
 }
 
@@ -176,7 +191,7 @@ fn resolve(host: &Host) -> Result<IpAddr> {
             .rsplit_once(':')
             .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']').to_string())
             .unwrap_or_default(),
-        (None, Transport::Netns(_)) => bail!("no data address"),
+        (None, Transport::Netns(_) | Transport::Guest(_)) => bail!("no data address"),
     };
     if let Ok(ip) = name.parse() {
         return Ok(ip);
@@ -205,6 +220,9 @@ pub(crate) struct Pool {
     /// Each used host's kernel (`boot_id`), in study order: hosts that
     /// share one are network namespaces of one machine.
     pub(crate) boot_ids: Vec<(String, String)>,
+    /// The guests booted for this run, by host name (stopped, and all
+    /// they made undone, when the pool is dropped).
+    guests: BTreeMap<String, benchlab_guest::Guest>,
 }
 
 impl Pool {
@@ -273,6 +291,10 @@ impl Pool {
     /// namespace host (a shield, a background load): `ip netns exec` gives
     /// its agents a mount namespace without the machine's cgroup mounts.
     pub(crate) fn spawn_env_machine(&self, host: &str) -> Result<AgentHandle, AgentError> {
+        // A guest is a machine of its own.
+        if let Transport::Guest(_) = self.hosts[host].transport {
+            return self.spawn_env(host);
+        }
         let mut h = self.hosts[host].clone();
         h.transport = Transport::Local;
         let name = format!("{host}/machine-env");
@@ -311,6 +333,19 @@ impl Pool {
                 ));
             }
             return AgentHandle::over_tcp(stream, &name);
+        }
+        if let Transport::Guest(_) = &h.transport {
+            let guest = self.guests.get(host).ok_or_else(|| AgentError::Refused {
+                name: name.clone(),
+                reason: "the guest is not running".into(),
+            })?;
+            let path = remote_path(h).map_err(|e| AgentError::Spawn {
+                name: name.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+            let mut argv = launcher.to_vec();
+            argv.extend([path, "agent".into(), "--stdio".into()]);
+            return AgentHandle::spawn(guest.command(&argv), &name);
         }
         let cmd = agent_command(h, launcher).map_err(|e| AgentError::Spawn {
             name: name.clone(),
@@ -444,6 +479,8 @@ impl Pool {
                 .collect::<Vec<_>>()
                 .join(",")
         };
+        let mut problems: Vec<String> = Vec::new();
+        let mut inventories = Vec::new();
         let mut pool = Pool {
             hosts: study
                 .hosts
@@ -454,10 +491,31 @@ impl Pool {
             agents: HashMap::new(),
             launchers: [Vec::new(), Vec::new()],
             boot_ids: Vec::new(),
+            guests: BTreeMap::new(),
         };
-        let mut problems: Vec<String> = Vec::new();
-        let mut inventories = Vec::new();
-        for (host, rs) in &roles {
+        // Guests are checked (all of them) before any boots, and boot
+        // after the other hosts' journals were probed: a booting guest's
+        // journal on this machine is not an earlier run's.
+        for host in roles.keys() {
+            if let Transport::Guest(g) = &pool.hosts[host].transport {
+                let spec = benchlab_guest::Spec {
+                    name: host.clone(),
+                    guest: g.clone(),
+                };
+                problems.extend(benchlab_guest::Guest::preflight(&spec));
+            }
+        }
+        problems.extend(guest_cpu_conflicts(study, roles.keys()));
+        if !problems.is_empty() {
+            bail!(
+                "preflight failed; nothing was run:\n  {}",
+                problems.join("\n  ")
+            );
+        }
+        let mut order: Vec<&String> = roles.keys().collect();
+        order.sort_by_key(|h| matches!(pool.hosts[*h].transport, Transport::Guest(_)));
+        for host in order {
+            let rs = &roles[host];
             let h = pool.hosts[host].clone();
             let what = format!("host `{host}` ({})", route(&h));
             match resolve(&h) {
@@ -467,6 +525,32 @@ impl Pool {
                 Err(e) => {
                     problems.push(format!("{what}: {e:#}"));
                     continue;
+                }
+            }
+            if let Transport::Guest(g) = &h.transport {
+                // Another host already failed: booting would only delay
+                // the report.
+                if !problems.is_empty() {
+                    continue;
+                }
+                let spec = benchlab_guest::Spec {
+                    name: host.clone(),
+                    guest: g.clone(),
+                };
+                match benchlab_guest::Guest::boot(&spec, &benchlab_env::journal::journal_dir()) {
+                    Ok(guest) => {
+                        if let Some(why) = &guest.facts.emulated {
+                            notes.push(format!(
+                                "{what}: {} ({why})",
+                                benchlab_guest::accel::EMULATED
+                            ));
+                        }
+                        pool.guests.insert(host.clone(), guest);
+                    }
+                    Err(e) => {
+                        problems.push(format!("{what}: {e}"));
+                        continue;
+                    }
                 }
             }
             if h.deploy {
@@ -562,7 +646,10 @@ impl Pool {
                     }
                 }
             }
-            if let Some(inv) = inventory {
+            if let Some(mut inv) = inventory {
+                if let Some(g) = pool.guests.get(host) {
+                    inv["guest"] = serde_json::to_value(&g.facts).unwrap_or_default();
+                }
                 inventories.push((host.clone(), role_text(host), inv));
             }
         }
@@ -641,4 +728,50 @@ impl Pool {
             (a, b) => bail!("unexpected answers {a:?} / {b:?}"),
         }
     }
+}
+
+/// Pinned vCPUs two guests of one configuration would share.
+fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let used: Vec<&String> = used.collect();
+    let mut problems = Vec::new();
+    for config in &study.configurations {
+        let mut held: BTreeMap<usize, &str> = BTreeMap::new();
+        let mut hosts: Vec<&str> = Vec::new();
+        for w in &study.workloads {
+            for h in w.servers.iter().chain(&w.client_hosts) {
+                let h = config.host(h);
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        for d in &config.services {
+            if !hosts.contains(&d.host.as_str()) {
+                hosts.push(&d.host);
+            }
+        }
+        for h in hosts {
+            if !used.iter().any(|u| u.as_str() == h) {
+                continue;
+            }
+            let Some(host) = study.hosts.iter().find(|x| x.name == h) else {
+                continue;
+            };
+            if let Transport::Guest(g) = &host.transport {
+                for &c in &g.cpus {
+                    if let Some(other) = held.insert(c, h) {
+                        if other != h {
+                            problems.push(format!(
+                                "host `{h}`: guest.cpus: CPU {c} is already held by guest `{other}` in configuration `{}`: give each guest CPUs of its own",
+                                config.name
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    problems
 }

@@ -1,6 +1,7 @@
 //! `[[host]]`: where a side of a workload runs and how the controller
 //! reaches its agent.
 
+use super::guest::GuestSpec;
 use super::values::type_name;
 use super::{Ctx, DeValue, StudyError, Tab, Val};
 
@@ -20,6 +21,10 @@ pub enum Transport {
         /// The file holding the shared key.
         key_file: String,
     },
+    /// A QEMU guest benchlab boots on this machine for the
+    /// configurations that use it; its agents are reached over the
+    /// guest's control port (crates/guest).
+    Guest(GuestSpec),
     /// `ssh DESTINATION benchlab agent --stdio`.
     Ssh {
         /// `user@host` or a host alias of the user's ssh config.
@@ -72,6 +77,7 @@ const HOST_KEYS: &[&str] = &[
     "data_port",
     "benchlab",
     "deploy",
+    "guest",
 ];
 
 impl Ctx<'_> {
@@ -136,6 +142,11 @@ impl Ctx<'_> {
             .get("address")
             .map(|v| self.string(v, &key("address")))
             .transpose()?;
+        // A guest's data address is its NIC's unless given.
+        let address = match (&address, &transport) {
+            (None, Transport::Guest(g)) => g.net.ip().split('/').next().map(str::to_string),
+            _ => address,
+        };
         if address.is_none() {
             if let Transport::Netns(_) = transport {
                 return Err(self.err(item.span(), &key("address"), "missing: a namespace host needs the data address other hosts reach it at (e.g. \"10.203.0.1\")"));
@@ -199,7 +210,7 @@ impl Ctx<'_> {
     /// (none: local), with only the keys that route takes.
     pub(super) fn transport(&self, t: &Tab, path: &str) -> Result<Transport, StudyError> {
         let key = |k: &str| format!("{path}.{k}");
-        let routes: Vec<&str> = ["local", "netns", "ssh", "agent"]
+        let routes: Vec<&str> = ["local", "netns", "ssh", "agent", "guest"]
             .into_iter()
             .filter(|k| t.get(*k).is_some())
             .collect();
@@ -209,7 +220,7 @@ impl Ctx<'_> {
                 span,
                 &key(routes[1]),
                 format!(
-                    "a host is reached one way: give only one of local, netns, ssh, agent (found {})",
+                    "a host is reached one way: give only one of local, netns, ssh, agent, guest (found {})",
                     routes.join(", ")
                 ),
             ));
@@ -248,6 +259,7 @@ impl Ctx<'_> {
                 }
             }
             Some(&"agent") => self.agent_transport(t, path),
+            Some(&"guest") => Ok(Transport::Guest(self.guest(t.get("guest").unwrap(), path)?)),
             Some(&"netns") => {
                 let v = t.get("netns").unwrap();
                 let ns = self.string(v, &key("netns"))?;
