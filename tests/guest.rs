@@ -394,3 +394,185 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
         "{err}"
     );
 }
+
+/// Two guests at once, each pinned to a CPU of its own and backed by huge
+/// pages of its own, both driven in the same point (`targets`): each
+/// answers its own share, both are seen running together, and both go
+/// with everything they made.
+#[test]
+fn two_guests_at_once_serve_one_point_and_leave_nothing() {
+    let _serial = serial();
+    require_guests!();
+    let online = benchlab_guest::spec::online_cpus();
+    if online.len() < 2 {
+        return benchlab_testkit::missing("two online CPUs (one per guest)");
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('t'), "10.234.4.0/24");
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (c1, c2) = (online[0], online[1]);
+    let b = &bed.name;
+    let vm = |name: &str, ip: u8, cpu: usize| {
+        format!(
+            "[[host]]\nname = \"{name}\"\nguest = {{ vcpus = 1, memory = 256, cpus = [{cpu}], hugepages = true, net = \"bridge\", bridge = \"{b}-br\", netns = \"bl-{b}-switch\", ip = \"10.234.4.{ip}/24\" }}\n"
+        )
+    };
+    let study = s.study(
+        "two.toml",
+        &format!(
+            "[study]\nname = \"two-guests\"\n[defaults]\nrepetitions = 1\nduration_s = 2\nwarmup_s = 0.5\nquiesce_s = 0\n\
+             {}{}\
+             [[host]]\nname = \"generator\"\nnetns = \"bl-{b}-gen\"\naddress = \"10.234.4.1\"\n\
+             [[workload]]\nkind = \"net.pingpong\"\ntargets = [\"vm1\", \"vm2\"]\n",
+            vm("vm1", 21, c1),
+            vm("vm2", 22, c2)
+        ),
+    );
+    let before = hugepages_total();
+    let mut child = s
+        .benchlab()
+        .env("TMPDIR", &tmp)
+        .args(["run", study.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both QEMUs at once, each vCPU thread on its own CPU.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut seen = None;
+    while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        let qemus = qemus_under(&tmp);
+        if qemus.len() == 2 {
+            let mut pins: Vec<String> = qemus
+                .iter()
+                .flat_map(|&p| vcpu_affinity(p))
+                .map(|(_, a)| a)
+                .collect();
+            pins.sort();
+            let mut want = vec![c1.to_string(), c2.to_string()];
+            want.sort();
+            if pins == want {
+                seen = Some(hugepages_total());
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    let during = seen.expect("the two guests were never seen running pinned together");
+    assert_eq!(during, before + 2 * 128, "2 × 256 MiB of 2 MiB pages");
+    assert_eq!(hugepages_back_to(before), before, "huge pages given back");
+    let j = s.json("1");
+    let mut cpus = Vec::new();
+    for name in ["vm1", "vm2"] {
+        let h = j["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"] == name)
+            .unwrap_or_else(|| panic!("no inventory of {name}: {j}"));
+        let g = &h["inventory"]["guest"];
+        eprintln!("{name} booted in {:.1} s ({})", g["boot_s"], g["accel"]);
+        cpus.push(g["vcpu_cpus"].clone());
+    }
+    assert_eq!(cpus, [serde_json::json!([c1]), serde_json::json!([c2])]);
+    // Each target answered its share of the one point.
+    let p = j["points"][0].to_string();
+    for name in ["vm1", "vm2"] {
+        assert!(p.contains(&format!("rtt_half_mean_us@{name}")), "{p}");
+    }
+    assert!(qemus_under(&tmp).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
+    assert!(journals.is_empty(), "journals left: {journals:?}");
+}
+
+/// QEMU SIGKILLed in the middle of a point: the point fails (the run
+/// neither hangs nor claims it), and after `benchlab restore` nothing of
+/// the guest is left (process, scratch directory, huge pages, journal).
+#[test]
+fn a_killed_qemu_fails_its_point_and_leaves_nothing_after_restore() {
+    let _serial = serial();
+    require_guests!();
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('q'), "10.234.5.0/24");
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let study = s.study(
+        "g.toml",
+        &guest_study(
+            &bed,
+            "10.234.5",
+            ", hugepages = true",
+            "[[workload]]\nkind = \"net.pingpong\"\nserver = \"vm\"\nduration_s = 600\n",
+        ),
+    );
+    let before = hugepages_total();
+    let mut child = s
+        .benchlab()
+        .env("TMPDIR", &tmp)
+        .args(["run", study.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the point runs: the server's and the client's agents
+    // are up (two attach relays, or more).
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let qemu = loop {
+        assert!(Instant::now() < deadline, "the guest never came up");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        let relays = Command::new("pgrep")
+            .args(["-f", &format!("guest-attach {}/", tmp.display())])
+            .output()
+            .unwrap();
+        if !relays.stdout.is_empty() {
+            if let Some(&pid) = qemus_under(&tmp).first() {
+                break pid;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Into the point (its duration is 600 s: the kill lands inside it).
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) of the QEMU this test's run started.
+    assert_eq!(unsafe { libc::kill(qemu, libc::SIGKILL) }, 0);
+    // The clients are stopped at once, not after the point's 600 s.
+    let until = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("the run hangs after QEMU was killed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a run whose guest died succeeded: {stderr}"
+    );
+    assert!(
+        stderr.contains("FAILED") && stderr.contains("the guest ended during the point"),
+        "{stderr}"
+    );
+    s.run_ok(&["restore"]);
+    assert!(qemus_under(&tmp).is_empty(), "QEMU left");
+    assert_eq!(hugepages_back_to(before), before, "huge pages given back");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
+    assert!(journals.is_empty(), "journals left: {journals:?}");
+}

@@ -339,6 +339,12 @@ impl Pool {
                 name: name.clone(),
                 reason: "the guest is not running".into(),
             })?;
+            if guest.watch().is_none_or(|w| w.gone()) {
+                return Err(AgentError::Refused {
+                    name: name.clone(),
+                    reason: "the guest has ended (its QEMU was killed or crashed); `benchlab run --resume` boots it again".into(),
+                });
+            }
             let path = remote_path(h).map_err(|e| AgentError::Spawn {
                 name: name.clone(),
                 source: std::io::Error::other(e.to_string()),
@@ -352,6 +358,24 @@ impl Pool {
             source: std::io::Error::other(e.to_string()),
         })?;
         AgentHandle::spawn(cmd, &name)
+    }
+
+    /// The guests among `hosts`, each with a handle that tells whether it
+    /// still runs.
+    pub(crate) fn guest_watches(
+        &self,
+        hosts: &[&str],
+    ) -> Vec<(String, benchlab_guest::mux::Watch)> {
+        let mut out: Vec<(String, benchlab_guest::mux::Watch)> = Vec::new();
+        for h in hosts {
+            if out.iter().any(|(n, _)| n == h) {
+                continue;
+            }
+            if let Some(w) = self.guests.get(*h).and_then(|g| g.watch()) {
+                out.push((h.to_string(), w));
+            }
+        }
+        out
     }
 
     /// The agent for a side, started if needed.

@@ -845,32 +845,56 @@ impl Engine<'_> {
             (true, false) => wl.measured_window(&point.params),
             _ => None,
         };
-        let (results, before, after) = match window {
-            Some((skip, len)) => {
-                let pool = &mut ctx.pool;
-                let (go_tx, go_rx) = mpsc::channel();
-                std::thread::scope(|s| {
-                    let observer = s
-                        .spawn(move || services::observe_window(pool, services, &go_rx, skip, len));
-                    let results =
-                        barrier_run(&mut agents, &requests, expected, interrupt, Some(&go_tx));
-                    drop(go_tx);
-                    let (before, after) = observer.join().expect("service observer thread");
-                    (results, before, after)
-                })
+        // A guest that ends mid-point (its QEMU killed or crashed) takes
+        // its sockets with it silently: no reset reaches the clients, which
+        // would wait out the point's whole limit. Its control port closing
+        // is watched instead, and stops the clients at once.
+        let mut point_hosts: Vec<&str> = targets.iter().map(|t| config.host(t)).collect();
+        point_hosts.extend(jobs.iter().map(|j| j.host.as_str()));
+        let watches = ctx.pool.guest_watches(&point_hosts);
+        let stop = AtomicBool::new(false);
+        let finished = AtomicBool::new(false);
+        let lost_guest: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+        let flag: &AtomicBool = if watches.is_empty() { interrupt } else { &stop };
+        let (results, before, after) = std::thread::scope(|scope| {
+            if !watches.is_empty() {
+                scope.spawn(|| watch_guests(&watches, interrupt, &stop, &finished, &lost_guest));
             }
-            None => {
-                let before = services::usage(ctx, services);
-                let results = if gated {
-                    barrier_run(&mut agents, &requests, expected, interrupt, None)
-                } else {
-                    fan_out(&mut agents, &requests, expected + CLIENT_SLACK, interrupt)
-                };
-                (results, before, services::usage(ctx, services))
-            }
-        };
+            let out = match window {
+                Some((skip, len)) => {
+                    let pool = &mut ctx.pool;
+                    let (go_tx, go_rx) = mpsc::channel();
+                    std::thread::scope(|s| {
+                        let observer = s.spawn(move || {
+                            services::observe_window(pool, services, &go_rx, skip, len)
+                        });
+                        let results =
+                            barrier_run(&mut agents, &requests, expected, flag, Some(&go_tx));
+                        drop(go_tx);
+                        let (before, after) = observer.join().expect("service observer thread");
+                        (results, before, after)
+                    })
+                }
+                None => {
+                    let before = services::usage(ctx, services);
+                    let results = if gated {
+                        barrier_run(&mut agents, &requests, expected, flag, None)
+                    } else {
+                        fan_out(&mut agents, &requests, expected + CLIENT_SLACK, flag)
+                    };
+                    (results, before, services::usage(ctx, services))
+                }
+            };
+            finished.store(true, Ordering::Relaxed);
+            out
+        });
         for (job, agent) in jobs.iter().zip(agents) {
             ctx.pool.put(&job.host, Role::Client, job.slot, agent);
+        }
+        if let Some(host) = lost_guest.into_inner().unwrap_or(None) {
+            return Err(UnitError::Failed(format!(
+                "host `{host}`: the guest ended during the point (its QEMU was killed or crashed)"
+            )));
         }
         // Per target: its client hosts' results, to be merged as the workload
         // declares (the first failure of a target stands for it).
@@ -1003,6 +1027,31 @@ impl Engine<'_> {
             return Ok(per_target.pop().expect("one target").1);
         }
         Ok(combine::aggregate(wl, &point.params, per_target))
+    }
+}
+
+/// Until `finished`: raises `stop` when the run is interrupted or one of
+/// the guests ends, naming that guest in `lost`.
+fn watch_guests(
+    watches: &[(String, benchlab_guest::mux::Watch)],
+    interrupt: &AtomicBool,
+    stop: &AtomicBool,
+    finished: &AtomicBool,
+    lost: &std::sync::Mutex<Option<String>>,
+) {
+    while !finished.load(Ordering::Relaxed) {
+        if interrupt.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        if let Some((host, _)) = watches.iter().find(|(_, w)| w.gone()) {
+            if let Ok(mut l) = lost.lock() {
+                *l = Some(host.clone());
+            }
+            stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -211,9 +211,27 @@ impl Mux {
         }
     }
 
+    /// A handle that tells, from any thread, whether the guest's end of
+    /// the port closed (QEMU ended).
+    pub fn watch(&self) -> Watch {
+        Watch(self.state.clone())
+    }
+
     /// How many channels are open.
     pub fn open_channels(&self) -> usize {
         self.state.0.lock().expect("mux state").channels.len()
+    }
+}
+
+/// Whether a guest still runs, without holding the guest.
+#[derive(Clone)]
+pub struct Watch(Arc<(Mutex<State>, Condvar)>);
+
+impl Watch {
+    /// True once the guest's control port closed: QEMU ended (killed,
+    /// crashed, or the guest powered off).
+    pub fn gone(&self) -> bool {
+        self.0 .0.lock().map(|s| s.closed).unwrap_or(true)
     }
 }
 

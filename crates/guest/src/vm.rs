@@ -486,6 +486,12 @@ impl Guest {
         c
     }
 
+    /// A handle that tells whether this guest still runs (its QEMU has
+    /// not ended), for a thread that watches it while a point runs.
+    pub fn watch(&self) -> Option<crate::mux::Watch> {
+        self._mux.as_ref().map(Mux::watch)
+    }
+
     /// QEMU's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
