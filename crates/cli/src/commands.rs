@@ -8,6 +8,7 @@ use benchlab_core::param::{ParamDefault, ParamKind};
 use benchlab_core::plan::{Plan, RunOptions, QUICK_SCALE};
 use benchlab_core::study::Study;
 use benchlab_core::units::{format_duration, format_size};
+use benchlab_report::{load, RunSelection};
 use benchlab_store::Store;
 
 use crate::{registry, runner, Cli, Command, EXIT_INTERRUPTED, EXIT_POINTS_FAILED};
@@ -177,9 +178,12 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             hosts,
         } => {
             let reg = registry();
+            // A run may make the store; an older run it resumes is
+            // upgraded first.
             let mut store = open_store(&cli.db)?;
+            upgrade_store(&store);
             let study = match resume {
-                Some(id) => runner::stored_plan(&store, &reg, id)?.study,
+                Some(id) => benchlab_engine::stored_plan(&store, &reg, id)?.study,
                 None => {
                     let path = study.expect("clap requires a study without --resume");
                     let mut s = load_study(&path, &reg, &hosts)?;
@@ -224,7 +228,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     );
                 }
             }
-            let report = runner::report(&store, &reg, outcome.run_id)?;
+            let report = load(&store, &RunSelection::Run(outcome.run_id))?;
             let text = benchlab_report::render(&report, benchlab_report::Format::Table);
             std::io::stdout().write_all(text.as_bytes())?;
             eprintln!(
@@ -248,7 +252,10 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             })
         }
         Command::List => {
+            // `list` is the one read command that makes a store (the
+            // read commands' errors point a user here).
             let store = open_store(&cli.db)?;
+            upgrade_store(&store);
             let runs = store.runs()?;
             if runs.is_empty() {
                 writeln!(
@@ -272,7 +279,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                     r.started_at,
                     ok,
                     samples.len(),
-                    if crate::import_cmd::is_published_run(&store, r.id)? {
+                    if store
+                        .configurations(r.id)?
+                        .iter()
+                        .any(benchlab_report::import::is_published)
+                    {
                         "  (published, not measured)"
                     } else if r.options.quick || r.options.scale != 1.0 {
                         "  (trial)"
@@ -346,12 +357,12 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             )
         }
         Command::Show { run, format } => {
-            let store = open_existing_store(&cli.db)?;
+            let store = open_read(&cli.db)?;
             let id = match run {
                 Some(id) => id,
                 None => store.latest_run()?.context("the store has no runs yet")?,
             };
-            let report = runner::report(&store, &registry(), id)?;
+            let report = load(&store, &RunSelection::Run(id))?;
             let text = benchlab_report::render(&report, format.into());
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
@@ -542,6 +553,28 @@ pub(crate) fn open_store(path: &Path) -> Result<Store> {
 pub(crate) fn open_existing_store(path: &Path) -> Result<Store> {
     let target = benchlab_store::Target::from_path(path);
     Store::open_existing(&target).with_context(|| format!("cannot open the store {target}"))
+}
+
+/// Opens `--db` for a command that reads runs, first upgrading what an
+/// older benchlab stored ([`upgrade_store`]).
+pub(crate) fn open_read(path: &Path) -> Result<Store> {
+    let store = open_existing_store(path)?;
+    upgrade_store(&store);
+    Ok(store)
+}
+
+/// Brings runs an older benchlab stored up to what reports read, once;
+/// a store that cannot be written (or a run that cannot be upgraded) is
+/// said so and read as it is: its other runs still report.
+pub(crate) fn upgrade_store(store: &Store) {
+    match benchlab_report::upgrade(store, &registry()) {
+        Ok(runs) if !runs.is_empty() => eprintln!(
+            "benchlab: upgraded run(s) {} stored by an older benchlab (once: their plans, notes and figures are now stored)",
+            runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("benchlab: cannot upgrade this store's older runs: {e}"),
+    }
 }
 
 /// Reads a study and places its hosts as `--hosts` and `--host` say. The

@@ -12,7 +12,7 @@ use benchlab_report::RunReport;
 use benchlab_stats::{change_points, ChangePointOptions, Segmentation};
 use benchlab_store::{RunStatus, Store};
 
-use crate::{registry, runner};
+use crate::registry;
 
 /// Exit code of `history --fail-on-change` when a change is found.
 pub const EXIT_CHANGE: i32 = 1;
@@ -31,8 +31,11 @@ pub(crate) struct HistoryArgs<'a> {
 
 /// The report of one stored run. Every report this command reads comes
 /// through here, so that it follows the CLI's one loader (`show`'s).
-fn load_report(store: &Store, reg: &Registry, run_id: i64) -> Result<RunReport> {
-    runner::report(store, reg, run_id)
+fn load_report(store: &Store, _reg: &Registry, run_id: i64) -> Result<RunReport> {
+    Ok(benchlab_report::load(
+        store,
+        &benchlab_report::RunSelection::Run(run_id),
+    )?)
 }
 
 /// One series: a (workload, metric, fixed values, row, configuration)
@@ -90,7 +93,11 @@ fn select_runs(store: &Store, name: &str) -> Result<(Vec<i64>, Vec<String>)> {
     let mut published = 0;
     let mut measured = Vec::new();
     for r in of_study {
-        if crate::import_cmd::is_published_run(store, r.id)? {
+        if store
+            .configurations(r.id)?
+            .iter()
+            .any(benchlab_report::import::is_published)
+        {
             published += 1;
         } else {
             measured.push(r);
@@ -168,7 +175,7 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     } else {
         args.study.to_string()
     };
-    let store = crate::commands::open_store(db)?;
+    let store = crate::commands::open_read(db)?;
     let (runs, left_out) = select_runs(&store, &name)?;
     let reports = runs
         .iter()

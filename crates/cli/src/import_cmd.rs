@@ -3,10 +3,11 @@
 //! measured*, so that `show`, `compare` and `report` put them beside
 //! measured runs.
 //!
-//! The run keeps the file's text as its study text and each configuration
-//! the spec `{"published": true}`; its report is rebuilt from that text by
-//! the importer (layout v1, versioned by its header), never by the study
-//! loader. It has no points and no samples: nothing was measured.
+//! The run keeps the file's text as its study text, each configuration
+//! the spec `{"published": true}`, and the figures as the importer parsed
+//! them (layout v1, versioned by its header), which its report reads:
+//! the text is never parsed again. It has no points and no samples:
+//! nothing was measured.
 
 use std::io::Write;
 use std::path::Path;
@@ -14,9 +15,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use benchlab_core::plan::RunOptions;
 use benchlab_core::units::now_rfc3339;
-use benchlab_report::import::{self, is_published, PUBLISHED};
-use benchlab_report::RunReport;
-use benchlab_store::{NewRun, RunStatus, Store};
+use benchlab_report::import::{self, PUBLISHED};
+use benchlab_store::{NewRun, Reading, RunStatus};
 
 /// The event kind that records an import.
 const EVENT: &str = "imported";
@@ -59,6 +59,11 @@ pub(crate) fn import(db: &Path, file: &Path, name: Option<&str>) -> Result<i32> 
     for c in &report.configurations {
         store.add_configuration(run_id, c)?;
     }
+    store.set_published(
+        run_id,
+        &serde_json::to_string(&report).context("the parsed figures")?,
+    )?;
+    store.set_reading(run_id, &Reading::recorded())?;
     store.add_event(
         run_id,
         &at,
@@ -81,20 +86,4 @@ pub(crate) fn import(db: &Path, file: &Path, name: Option<&str>) -> Result<i32> 
             .join(", ")
     )?;
     Ok(0)
-}
-
-/// Whether a stored run holds imported figures.
-pub(crate) fn is_published_run(store: &Store, run_id: i64) -> Result<bool> {
-    Ok(store.configurations(run_id)?.iter().any(is_published))
-}
-
-/// The report of an imported run: its figures CSV read again, under the
-/// stored run's identity.
-pub(crate) fn published_report(store: &Store, run_id: i64) -> Result<RunReport> {
-    let run = store.run(run_id)?;
-    let mut report = import::figures_csv(&run.study_name, &run.study_text)
-        .with_context(|| format!("run {run_id}: the stored figures of {}", run.study_file))?;
-    report.run = run;
-    report.events = store.events(run_id)?;
-    Ok(report)
 }

@@ -1,5 +1,5 @@
-//! The command line's side of a run: the signal handlers, the progress
-//! printer handed to the engine, and the report of a stored run.
+//! The command line's side of a run: the signal handlers and the progress
+//! printer handed to the engine.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -12,8 +12,6 @@ use benchlab_engine::Outcome;
 use benchlab_store::Store;
 
 use crate::progress::Printer;
-
-pub(crate) use benchlab_engine::stored_plan;
 
 /// The interrupt flag, set by the first Ctrl-C or SIGTERM; a second one
 /// exits at once.
@@ -71,80 +69,4 @@ pub(crate) fn resume(
         restore_first,
     }
     .resume(run_id)
-}
-
-/// Builds the report of a stored run.
-pub(crate) fn report(
-    store: &Store,
-    reg: &Registry,
-    run_id: i64,
-) -> Result<benchlab_report::RunReport> {
-    if crate::import_cmd::is_published_run(store, run_id)? {
-        return crate::import_cmd::published_report(store, run_id);
-    }
-    let run = store.run(run_id)?;
-    let plan = stored_plan(store, reg, run_id)?;
-    let study = &plan.study;
-    let byte_params = |kind: &str| crate::report_cmd::byte_params(reg, kind);
-    let aid = benchlab_report::views::ViewAid {
-        notes: &crate::report_cmd::measurement_notes,
-        byte_params: &byte_params,
-    };
-    let mut r = benchlab_report::build(
-        &run,
-        &plan,
-        &store.configurations(run_id)?,
-        &store.points(run_id)?,
-        &store.samples(run_id)?,
-        &store.hosts(run_id)?,
-        &aid,
-    );
-    r.notes = benchlab_report::model::notes(
-        &store.points(run_id)?,
-        &store.samples(run_id)?,
-        reg,
-        &store.configurations(run_id)?,
-    );
-    r.settings = settings_changed(store, study, run_id)?;
-    r.services = benchlab_report::model::services(&r.configurations, store.services(run_id)?);
-    Ok(r)
-}
-
-/// What each configuration changed on each host, once per setting (an
-/// interleaved study applies a configuration at every repetition), with
-/// any revert that failed.
-fn settings_changed(
-    store: &Store,
-    study: &Study,
-    run_id: i64,
-) -> Result<Vec<benchlab_report::model::SettingChange>> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for row in store.setting_changes(run_id)? {
-        let keep = row.phase == "apply" || row.status == "revert failed";
-        if !keep
-            || !seen.insert((
-                row.config_idx,
-                row.host.clone(),
-                row.setting.clone(),
-                row.phase.clone(),
-            ))
-        {
-            continue;
-        }
-        out.push(benchlab_report::model::SettingChange {
-            configuration: study
-                .configurations
-                .get(row.config_idx)
-                .map(|c| c.name.clone())
-                .unwrap_or_else(|| format!("#{}", row.config_idx)),
-            host: row.host,
-            setting: row.setting,
-            before: row.before,
-            after: row.after,
-            status: row.status,
-            note: (!row.note.is_empty()).then_some(row.note),
-        });
-    }
-    Ok(out)
 }

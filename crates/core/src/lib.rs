@@ -19,6 +19,7 @@ pub mod recorder;
 pub mod redact;
 pub mod resolved;
 pub mod result;
+pub mod setting;
 pub mod shape;
 pub mod study;
 pub mod units;
@@ -31,7 +32,8 @@ pub use shape::{
     CLIENTS, CLIENTS_PARAM,
 };
 pub use workload::{
-    Better, ClientCtx, MetricSpec, Registry, ServerCtx, Workload, WorkloadError, ABORT_POLL,
+    Better, ClientCtx, MetricSpec, Registry, ServerCtx, ValidationError, Workload, WorkloadError,
+    ABORT_POLL,
 };
 
 /// The version of benchlab, recorded with every run.

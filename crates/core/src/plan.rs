@@ -34,7 +34,7 @@ impl Default for RunOptions {
 }
 
 /// One point of a workload under one configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedPoint {
     /// Index into `Study::configurations`.
     pub config: usize,
@@ -55,7 +55,7 @@ pub struct PlannedPoint {
 }
 
 /// One step: a repetition of a planned point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unit {
     /// Index into `Plan::points`.
     pub point: usize,
@@ -64,7 +64,7 @@ pub struct Unit {
 }
 
 /// The expanded study.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// Every (configuration, workload, point).
     pub points: Vec<PlannedPoint>,

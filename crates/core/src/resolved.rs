@@ -10,13 +10,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::param::Params;
+use crate::param::{ParamKind, Params};
+use crate::plan::Plan;
 use crate::shape::{Combine, ServerSide, ViewSpec};
 use crate::study::Study;
-use crate::workload::{Better, MetricSpec, Registry};
+use crate::workload::{Better, MetricSpec, Registry, Workload};
 
-/// The version of the stored plan this benchlab writes.
-pub const PLAN_VERSION: u32 = 1;
+/// The version of the stored plan this benchlab writes. Version 2 added
+/// each workload's byte-count parameters and the expanded plan; a
+/// version-1 plan gets them once, when its store is upgraded.
+pub const PLAN_VERSION: u32 = 2;
 
 /// A metric spec as stored (owned text).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +75,10 @@ pub struct WorkloadShape {
     pub metrics: Vec<MetricInfo>,
     /// Its report views.
     pub views: Vec<ViewSpec>,
+    /// The parameters whose values are byte counts (axis labels such as
+    /// `64KiB`); empty in a version-1 plan until it is upgraded.
+    #[serde(default)]
+    pub byte_params: Vec<String>,
 }
 
 impl WorkloadShape {
@@ -96,6 +103,12 @@ pub struct ResolvedPlan {
     pub study: Study,
     /// One per `study.workloads`, in the same order.
     pub workloads: Vec<WorkloadShape>,
+    /// The study expanded with the run's options: every point with its
+    /// effective parameters and the units in execution order (what
+    /// `--resume` and the progress of a running run count against). None
+    /// in a plan stored before version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expanded: Option<Plan>,
 }
 
 /// Why a stored plan cannot be used.
@@ -138,6 +151,7 @@ impl ResolvedPlan {
                 tables: Vec::new(),
                 metrics: wl.metrics(&base).iter().map(MetricInfo::from).collect(),
                 views: wl.views(&base),
+                byte_params: byte_params(wl),
             });
         }
         for (w, params) in points {
@@ -163,6 +177,7 @@ impl ResolvedPlan {
             version: PLAN_VERSION,
             study: study.clone(),
             workloads,
+            expanded: None,
         })
     }
 
@@ -184,6 +199,15 @@ impl ResolvedPlan {
         }
         serde_json::from_str(text).map_err(|e| PlanError::Corrupt(e.to_string()))
     }
+}
+
+/// The parameters of a workload whose values are byte counts.
+pub fn byte_params(wl: &dyn Workload) -> Vec<String> {
+    wl.params()
+        .iter()
+        .filter(|p| p.kind == ParamKind::Bytes)
+        .map(|p| p.name.to_string())
+        .collect()
 }
 
 #[cfg(test)]
@@ -213,9 +237,9 @@ value = [1.5, 3]
         assert_eq!(plan.workloads[0].tables.len(), 2);
         let back = ResolvedPlan::from_json(&plan.to_json()).unwrap();
         assert_eq!(back, plan);
-        let newer = plan
-            .to_json()
-            .replacen("\"version\":1", "\"version\":99", 1);
+        let newer =
+            plan.to_json()
+                .replacen(&format!("\"version\":{PLAN_VERSION}"), "\"version\":99", 1);
         let err = ResolvedPlan::from_json(&newer).unwrap_err().to_string();
         assert!(err.contains("version 99"), "{err}");
         assert!(ResolvedPlan::from_json("{}").is_err());

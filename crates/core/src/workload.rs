@@ -105,6 +105,29 @@ impl WorkloadError {
     }
 }
 
+/// Why a point's parameters are refused (stage two of study
+/// validation, [`Workload::validate`], or a service table's check): the
+/// key at fault (empty: the table as a whole) and what is wrong and
+/// allowed. The study reader places it at the key's line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ValidationError {
+    /// The parameter (or service key) at fault.
+    pub key: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl ValidationError {
+    /// The error of `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ValidationError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// How often blocked sides look at their abort flag.
 pub const ABORT_POLL: Duration = Duration::from_millis(200);
 
@@ -172,9 +195,9 @@ pub trait Workload: Send + Sync + 'static {
     fn params(&self) -> &'static [ParamSpec];
     /// The parameter whose values form table rows when swept.
     fn row_param(&self) -> &'static str;
-    /// Cross-parameter checks (stage two of validation). Returns the
-    /// offending key and the message.
-    fn validate(&self, _params: &Params) -> Result<(), (String, String)> {
+    /// Cross-parameter checks (stage two of validation): the offending
+    /// key and the message.
+    fn validate(&self, _params: &Params) -> Result<(), ValidationError> {
         Ok(())
     }
     /// Whether a point of the sweep is planned at all (IOzone's `-a` does
@@ -284,7 +307,7 @@ pub trait Workload: Send + Sync + 'static {
 /// Checks a `[[service]]` table (as JSON) when a study is read: the key
 /// at fault (empty: the table) and what is wrong. The binary sets it from
 /// the service crate, which `core` does not depend on.
-pub type ServiceCheck = fn(&serde_json::Value) -> Result<(), (String, String)>;
+pub type ServiceCheck = fn(&serde_json::Value) -> Result<(), ValidationError>;
 
 /// The workloads this binary knows.
 #[derive(Default)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use benchlab_agent::{AgentHandle, Request, Response};
 use benchlab_core::placement::Placement;
+use benchlab_core::setting::Phase;
 use benchlab_core::study::{Study, Transport};
 use benchlab_env::profile::Profile;
 use benchlab_env::{ChangeReport, ChangeStatus, LoadUsage, SessionSpec};
@@ -37,17 +38,22 @@ pub(crate) struct EnvControl {
     told: std::collections::HashSet<String>,
 }
 
-fn rows(config: usize, host: &str, phase: &str, changes: &[ChangeReport]) -> Vec<SettingChangeRow> {
+fn rows(
+    config: usize,
+    host: &str,
+    phase: Phase,
+    changes: &[ChangeReport],
+) -> Vec<SettingChangeRow> {
     changes
         .iter()
         .map(|c| SettingChangeRow {
             config_idx: config,
             host: host.into(),
-            phase: phase.into(),
+            phase,
             setting: c.setting.clone(),
             before: c.before.clone(),
             after: c.after.clone(),
-            status: c.status.name().into(),
+            status: c.status,
             note: c.note.clone(),
         })
         .collect()
@@ -213,7 +219,7 @@ impl EnvControl {
                 shield_tasks: tasks,
             }) => {
                 ctx.store
-                    .add_setting_changes(run_id, &rows(idx, &host, "apply", &changes))
+                    .add_setting_changes(run_id, &rows(idx, &host, Phase::Apply, &changes))
                     .map_err(|e| format!("store: {e}"))?;
                 let count = |s: ChangeStatus| changes.iter().filter(|c| c.status == s).count();
                 // In full the first time (interleaved studies apply a
@@ -338,7 +344,7 @@ impl EnvControl {
                         ));
                     }
                     ctx.store
-                        .add_setting_changes(ctx.run_id, &rows(idx, &host, "revert", &changes))?;
+                        .add_setting_changes(ctx.run_id, &rows(idx, &host, Phase::Revert, &changes))?;
                 }
                 other => ctx.notes.push(format!(
                     "{host}: revert did not answer ({other:?}); run `benchlab restore` to put its settings back"

@@ -18,7 +18,9 @@ use benchlab_core::units::now_rfc3339;
 use benchlab_core::{
     ClientShare, Params, Registry, Sample, ServerSide, SideResult, Workload, CLIENTS,
 };
-use benchlab_store::{ConfigRow, HostRow, NewRun, PointRow, RunStatus, SampleStatus, Store};
+use benchlab_store::{
+    ConfigRow, HostRow, NewRun, PointRow, Reading, RunStatus, SampleStatus, Store, UnitKey,
+};
 
 use crate::combine;
 use crate::context::RunCtx;
@@ -146,12 +148,14 @@ impl Run<'_> {
         // The plan is resolved once, from the points this run will store,
         // and kept: reports and `--resume` read it, never the study text.
         let planned = Plan::new(study, reg, opts);
-        let resolved = ResolvedPlan::resolve(
+        let mut resolved = ResolvedPlan::resolve(
             study,
             reg,
             planned.points.iter().map(|p| (p.workload, &p.params)),
         )?;
+        resolved.expanded = Some(planned);
         store.set_plan(run_id, resolved.version, &resolved.to_json())?;
+        store.set_reading(run_id, &Reading::recorded())?;
         // Where each side ran, in the run's record (a lab file or --host may
         // have placed the study's hosts).
         let placed: Vec<String> = study
@@ -313,14 +317,10 @@ impl Engine<'_> {
         let (study, run_id, interrupt) = (self.ctx.study, self.ctx.run_id, self.ctx.interrupt);
         let plan = Plan::new(study, reg, opts);
         let done = self.ctx.store.done_units(run_id)?;
-        let key = |u: &Unit| {
-            let p = &plan.points[u.point];
-            (p.config, p.workload, p.point, u.repetition)
-        };
         let todo: Vec<Unit> = plan
             .units
             .iter()
-            .filter(|u| !done.contains(&key(u)))
+            .filter(|u| !done.contains(&UnitKey::of(&plan, u)))
             .copied()
             .collect();
 
@@ -472,6 +472,12 @@ impl Engine<'_> {
                         &ended,
                         Some(sample),
                     )?;
+                    if let Some(wl) = reg.get(&entry.kind) {
+                        let notes = wl.notes(&point.params, &sample.metrics);
+                        self.ctx
+                            .store
+                            .add_notes(point_id, unit.repetition, &notes)?;
+                    }
                     let spec = reg
                         .get(&entry.kind)
                         .and_then(|w| w.table_metrics(&point.params).into_iter().next());

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use benchlab_agent::{Request, Response};
 use benchlab_core::study::{ServiceDecl, Study};
+use benchlab_core::ValidationError;
 use benchlab_core::{Params, ServiceInfo, SideResult};
 use benchlab_service::{ServicePlan, ServiceSpec, ServiceUsage};
 
@@ -34,7 +35,7 @@ const SLACK: Duration = Duration::from_secs(30);
 
 /// Checks a `[[service]]` table when a study is read (set on the
 /// registry): the key at fault and what is wrong and allowed.
-pub fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
+pub fn check(spec: &serde_json::Value) -> Result<(), ValidationError> {
     let spec: ServiceSpec = serde_json::from_value(spec.clone()).map_err(|e| {
         let msg = e.to_string();
         // serde names the field it refused: point the error at it.
@@ -49,11 +50,13 @@ pub fn check(spec: &serde_json::Value) -> Result<(), (String, String)> {
         } else {
             key
         };
-        (key, msg)
+        ValidationError::new(key, msg)
     })?;
     spec.validate().map_err(|e| match e {
-        benchlab_service::ServiceError::Spec { key, message, .. } => (key, message),
-        other => (String::new(), other.to_string()),
+        benchlab_service::ServiceError::Spec { key, message, .. } => {
+            ValidationError::new(key, message)
+        }
+        other => ValidationError::new("", other.to_string()),
     })
 }
 

@@ -35,37 +35,7 @@ pub struct SessionSpec {
     pub load: Option<LoadSpec>,
 }
 
-/// What became of one setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChangeStatus {
-    /// Changed.
-    Applied,
-    /// Already had the wanted value: nothing to do.
-    Unchanged,
-    /// This host lacks it (not required): left alone.
-    Skipped,
-    /// Trying to change it failed.
-    Failed,
-    /// Put back.
-    Reverted,
-    /// Putting it back failed.
-    RevertFailed,
-}
-
-impl ChangeStatus {
-    /// Lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ChangeStatus::Applied => "applied",
-            ChangeStatus::Unchanged => "unchanged",
-            ChangeStatus::Skipped => "skipped",
-            ChangeStatus::Failed => "failed",
-            ChangeStatus::Reverted => "reverted",
-            ChangeStatus::RevertFailed => "revert failed",
-        }
-    }
-}
+pub use benchlab_core::setting::ChangeStatus;
 
 /// One line of what a session did, for the terminal and the store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

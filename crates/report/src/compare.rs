@@ -11,13 +11,13 @@ use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow};
 
 /// One column of a comparison: a configuration of a run's report.
-pub struct Side<'a> {
+pub(crate) struct Side<'a> {
     /// Column label, e.g. `3:optimized`.
-    pub label: String,
+    pub(crate) label: String,
     /// The run's report.
-    pub report: &'a RunReport,
+    pub(crate) report: &'a RunReport,
     /// Index of the configuration within that report's columns.
-    pub config: usize,
+    pub(crate) config: usize,
 }
 
 /// A regression found by [`regressions`].
@@ -35,7 +35,7 @@ pub struct Regression {
 /// first column (the B of every advantage). A table or row appears when
 /// the baseline has it; the other columns show "-" where they lack it.
 /// The comparison report's run is the baseline's, renamed.
-pub fn combine(sides: &[Side], baseline: usize) -> RunReport {
+pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
     let mut order: Vec<&Side> = Vec::with_capacity(sides.len());
     order.push(&sides[baseline]);
     order.extend(

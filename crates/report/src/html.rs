@@ -1280,7 +1280,7 @@ fn appendix_a(report: &RunReport, o: &mut String) {
                 esc(&s.setting),
                 esc(s.before.as_deref().unwrap_or("(absent)")),
                 esc(s.after.as_deref().unwrap_or("(absent)")),
-                esc(&s.status),
+                esc(s.status.name()),
                 esc(s.note.as_deref().unwrap_or(""))
             );
         }
@@ -1439,13 +1439,13 @@ fn appendix_b(report: &RunReport, o: &mut String) {
     o.push_str("</table>\n");
     if !report.events.is_empty() {
         o.push_str("<h3>Run events</h3><table><tr><th class=\"l\">time</th><th class=\"l\">event</th><th class=\"l\">detail</th></tr>\n");
-        for (at, kind, msg) in &report.events {
+        for e in &report.events {
             let _ = writeln!(
                 o,
                 "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
-                esc(at),
-                esc(kind),
-                esc(msg)
+                esc(&e.at),
+                esc(&e.kind),
+                esc(&e.message)
             );
         }
         o.push_str("</table>\n");
@@ -1550,7 +1550,7 @@ mod tests {
             setting: "sysctl net.core.rmem_max".into(),
             before: Some("212992".into()),
             after: Some("16777216".into()),
-            status: "applied".into(),
+            status: benchlab_core::setting::ChangeStatus::Applied,
             note: None,
         });
         let html = render_html(&r);

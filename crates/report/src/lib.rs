@@ -1,16 +1,24 @@
-//! Reports: a run's stored rows become a [`model::RunReport`] (plain,
-//! serializable data: tables, cells with their spread, advantages with
-//! their confidence intervals and verdicts), which the renderers turn into
-//! text. Rendering never measures and never queries.
+//! Reports: [`load`] turns what the runs stored into one
+//! [`model::RunReport`] (plain, serializable data: tables, cells with
+//! their spread, advantages with their confidence intervals and verdicts,
+//! views, appendices), which every renderer turns into text. Rendering
+//! never measures and never queries; loading never consults the registry
+//! of workloads ([`upgrade`] brings an older store up once).
 
 pub mod compare;
 pub mod crosscheck;
 pub mod html;
 pub mod import;
+pub mod load;
 pub mod model;
+pub mod progress;
 pub mod render;
 pub mod text;
+pub mod upgrade;
 pub mod views;
 
-pub use model::{build, RunReport};
+pub use load::{load, ColumnSpec, LoadError, RunSelection};
+pub use model::RunReport;
+pub use progress::{progress, Progress};
 pub use render::{render, Format};
+pub use upgrade::{upgrade, UpgradeError};

@@ -3,13 +3,16 @@
 use std::collections::BTreeMap;
 
 use benchlab_core::resolved::ResolvedPlan;
+use benchlab_core::setting::ChangeStatus;
 use benchlab_core::study::{Selection, Study};
-use benchlab_core::{Better, Registry, Value};
+use benchlab_core::{Better, Value};
 use benchlab_stats as stats;
-use benchlab_store::{ConfigRow, HostRow, PointRow, RunRow, SampleRow, SampleStatus};
+use benchlab_store::{
+    ConfigRow, Event, HostRow, NoteRow, PointRow, RunRow, SampleRow, SampleStatus, ServiceRow,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::views::{self, View, ViewAid, WorkloadPlan};
+use crate::views::{self, View, WorkloadPlan};
 
 /// The noise band within which a difference is not called real, in %.
 pub const NOISE_PCT: f64 = stats::DEFAULT_NOISE_PCT;
@@ -143,8 +146,8 @@ pub struct SettingChange {
     pub before: Option<String>,
     /// Its value while the configuration ran (None: removed).
     pub after: Option<String>,
-    /// `applied`, `skipped` or `failed`.
-    pub status: String,
+    /// What became of it.
+    pub status: ChangeStatus,
     /// Why it was skipped or failed, or any other remark.
     pub note: Option<String>,
 }
@@ -306,10 +309,9 @@ pub struct RunReport {
     /// when the store does not record them).
     #[serde(default)]
     pub settings: Vec<SettingChange>,
-    /// The run's events (started, resumed, interrupted, completed), as
-    /// (time, kind, message).
+    /// The run's events (started, resumed, interrupted, completed).
     #[serde(default)]
-    pub events: Vec<(String, String, String)>,
+    pub events: Vec<Event>,
     /// Latency distributions and time series (ping-pong and other
     /// workloads that record histograms), for the HTML charts.
     #[serde(default)]
@@ -326,8 +328,7 @@ pub struct RunReport {
     /// (`[[study.step]]`), for the methodology appendix.
     #[serde(default)]
     pub steps: Vec<benchlab_core::study::Step>,
-    /// The real servers the run started, each time it started one (filled
-    /// by the caller from the store).
+    /// The real servers the run started, each time it started one.
     #[serde(default)]
     pub services: Vec<ServiceRecord>,
     /// `[[study.crosscheck]]`: each native point over its classic tool's.
@@ -425,19 +426,17 @@ impl ServiceRecord {
 
 /// The services of a run, once per (configuration, name, configuration
 /// text): a restart with the same set-up is not listed again.
-pub fn services(
-    configurations: &[ConfigRow],
-    rows: Vec<(usize, String, serde_json::Value)>,
-) -> Vec<ServiceRecord> {
+pub fn services(configurations: &[ConfigRow], rows: Vec<ServiceRow>) -> Vec<ServiceRecord> {
     let mut out: Vec<ServiceRecord> = Vec::new();
-    for (c, name, description) in rows {
+    for row in rows {
+        let c = row.config_idx;
         let r = ServiceRecord {
             configuration: configurations
                 .get(c)
                 .map(|x| x.name.clone())
                 .unwrap_or_else(|| format!("#{c}")),
-            name,
-            description,
+            name: row.name,
+            description: row.description,
         };
         if !out.iter().any(|o| {
             o.configuration == r.configuration
@@ -461,8 +460,8 @@ impl ServiceRecord {
 
 /// Each workload's view plan from the run's stored plan: the views and
 /// metrics its workload declared, and which of its parameters are byte
-/// counts (`aid.byte_params`, by kind).
-pub fn plans(plan: &ResolvedPlan, aid: &ViewAid) -> Vec<WorkloadPlan> {
+/// counts.
+pub fn plans(plan: &ResolvedPlan) -> Vec<WorkloadPlan> {
     plan.study
         .workloads
         .iter()
@@ -481,7 +480,7 @@ pub fn plans(plan: &ResolvedPlan, aid: &ViewAid) -> Vec<WorkloadPlan> {
                 kind: entry.kind.clone(),
                 views: shape.views.clone(),
                 metrics,
-                byte_params: (aid.byte_params)(&entry.kind),
+                byte_params: shape.byte_params.clone(),
                 table_metrics: shape
                     .tables
                     .iter()
@@ -505,18 +504,11 @@ pub struct Note {
     pub points: Vec<String>,
 }
 
-/// Every workload's notes on the successful repetitions of a run.
-pub fn notes(
-    points: &[PointRow],
-    samples: &[SampleRow],
-    registry: &Registry,
-    configurations: &[ConfigRow],
-) -> Vec<Note> {
+/// The notes a run stored on its repetitions ([`NoteRow`]), once per
+/// distinct text of each workload, with the points they concern.
+pub fn notes(points: &[PointRow], configurations: &[ConfigRow], stored: &[NoteRow]) -> Vec<Note> {
     let mut out: Vec<Note> = Vec::new();
     for p in points {
-        let Some(wl) = registry.get(&p.kind) else {
-            continue;
-        };
         let at = format!(
             "{} · {}",
             configurations
@@ -525,28 +517,23 @@ pub fn notes(
                 .unwrap_or("?"),
             p.label
         );
-        for s in samples
-            .iter()
-            .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
-        {
-            for text in wl.notes(&p.params, &s.metrics) {
-                let i = match out
-                    .iter()
-                    .position(|n| n.workload == p.workload_name && n.text == text)
-                {
-                    Some(i) => i,
-                    None => {
-                        out.push(Note {
-                            workload: p.workload_name.clone(),
-                            text,
-                            points: Vec::new(),
-                        });
-                        out.len() - 1
-                    }
-                };
-                if !out[i].points.contains(&at) {
-                    out[i].points.push(at.clone());
+        for n in stored.iter().filter(|n| n.point_id == p.id) {
+            let i = match out
+                .iter()
+                .position(|o| o.workload == p.workload_name && o.text == n.text)
+            {
+                Some(i) => i,
+                None => {
+                    out.push(Note {
+                        workload: p.workload_name.clone(),
+                        text: n.text.clone(),
+                        points: Vec::new(),
+                    });
+                    out.len() - 1
                 }
+            };
+            if !out[i].points.contains(&at) {
+                out[i].points.push(at.clone());
             }
         }
     }
@@ -646,21 +633,22 @@ fn sort_key(v: Option<&Value>) -> (f64, String) {
     }
 }
 
-/// Builds the report of a run from its stored resolved plan (the typed
-/// study and what its workloads declared when it was made); `aid` helps
-/// the views with what the plan does not hold (notes on how figures were
-/// obtained, which parameters are byte counts).
-pub fn build(
+/// Builds the tables, views and appendices of a run from its stored
+/// resolved plan (the typed study and what its workloads declared when it
+/// was made), its rows and its workloads' `notes` ([`notes`]); the loader
+/// ([`crate::load`]) adds what the store keeps beside (events, settings,
+/// services, latency distributions).
+pub(crate) fn build(
     run: &RunRow,
     plan: &ResolvedPlan,
     configurations: &[ConfigRow],
     points: &[PointRow],
     samples: &[SampleRow],
     hosts: &[HostRow],
-    aid: &ViewAid,
+    notes: &[Note],
 ) -> RunReport {
     let study = &plan.study;
-    let plans = plans(plan, aid);
+    let plans = plans(plan);
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
     for s in samples {
@@ -884,7 +872,22 @@ pub fn build(
         })
         .collect();
     let names: Vec<String> = shown.iter().map(|c| c.name.clone()).collect();
-    let views = views::build(&plans, &points, &names, selection, aid.notes);
+    // A view's notes: those made on any of its points.
+    let view_notes = |vpoints: &[&PointResult]| -> Vec<String> {
+        notes
+            .iter()
+            .filter(|n| {
+                vpoints.iter().any(|p| {
+                    p.workload == n.workload
+                        && n.points
+                            .iter()
+                            .any(|at| *at == format!("{} · {}", p.configuration, p.label))
+                })
+            })
+            .map(|n| n.text.clone())
+            .collect()
+    };
+    let views = views::build(&plans, &points, &names, selection, &view_notes);
     let mut report = RunReport {
         run: run.clone(),
         configurations: shown.to_vec(),
@@ -900,9 +903,7 @@ pub fn build(
         events: Vec::new(),
         latency: Vec::new(),
         views,
-        // Filled by the caller, which has the workloads' code (notes are
-        // derived from stored metrics when the report is made).
-        notes: Vec::new(),
+        notes: notes.to_vec(),
         steps: study.steps.clone(),
         services: Vec::new(),
         crosschecks: Vec::new(),

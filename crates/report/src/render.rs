@@ -557,7 +557,7 @@ fn settings_md(report: &RunReport, out: &mut String) {
             s.setting,
             s.before.as_deref().unwrap_or("(absent)"),
             s.after.as_deref().unwrap_or("(absent)"),
-            s.status,
+            s.status.name(),
             s.note.as_deref().unwrap_or("")
         );
     }

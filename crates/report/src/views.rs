@@ -81,22 +81,6 @@ impl WorkloadPlan {
 /// caller from the view's points (a cache mode, a size scale).
 pub type Notes<'a> = &'a dyn Fn(&[&PointResult]) -> Vec<String>;
 
-/// What the report's caller adds to the stored plan for the views.
-pub struct ViewAid<'a> {
-    /// Notes on how a view's figures were obtained.
-    pub notes: Notes<'a>,
-    /// The parameters of a workload kind whose values are byte counts.
-    pub byte_params: &'a dyn Fn(&str) -> Vec<String>,
-}
-
-impl ViewAid<'_> {
-    /// No notes, no byte-count parameters.
-    pub const NONE: ViewAid<'static> = ViewAid {
-        notes: &|_| Vec::new(),
-        byte_params: &|_| Vec::new(),
-    };
-}
-
 /// A view ready to render.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "view", rename_all = "lowercase")]

@@ -4,9 +4,9 @@
 //! downloads of each page as JSON, CSV, Markdown and HTML.
 //!
 //! One model, many renderers: every page is a function of the report
-//! model the command line builds ([`Source`] hands it over), drawn by the
-//! report crate's HTML renderer; the downloads are the renderers of
-//! `benchlab report` and `benchlab compare`.
+//! model [`benchlab_report::load`] builds from the store, as `benchlab
+//! show`, `report` and `compare` do, drawn by the report crate's HTML
+//! renderer; the downloads are the renderers of those commands.
 //!
 //! The store is opened read-only, per request (SQLite in WAL mode: a run
 //! being written stays readable). Pages fetch nothing from anywhere: the
@@ -27,7 +27,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use benchlab_report::RunReport;
 use benchlab_store::Store;
 
 pub use http::{decode, encode, parse_query, request_from_parts, BadRequest, Request, Response};
@@ -39,32 +38,6 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8088";
 /// The cookie that carries the token once a browser has given it in the
 /// URL (`?token=`).
 pub const TOKEN_COOKIE: &str = "benchlab_token";
-
-/// What the web UI needs from the rest of benchlab: the report models,
-/// built exactly as the commands build them (the registry of workloads
-/// lives with the command line, above this crate).
-pub trait Source: Send + Sync {
-    /// A run's report as `benchlab compare` builds it for each side.
-    fn report(&self, store: &Store, run: i64) -> anyhow::Result<RunReport>;
-    /// A run's report as `benchlab report` writes it (with its events and
-    /// latency distributions).
-    fn full_report(&self, store: &Store, run: i64) -> anyhow::Result<RunReport>;
-    /// How far a run has got.
-    fn progress(&self, store: &Store, run: i64) -> anyhow::Result<Progress>;
-}
-
-/// How far a run has got, in units (one repetition of one point under one
-/// configuration).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Progress {
-    /// Units stored (failed ones included).
-    pub done: usize,
-    /// Units in the plan.
-    pub total: usize,
-    /// Estimated seconds left (None when nothing has run yet, or the run
-    /// is not running).
-    pub left_s: Option<f64>,
-}
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
@@ -129,7 +102,6 @@ pub fn check_access(listen: &SocketAddr, token: Option<&str>) -> Result<(), Serv
 /// What every connection shares.
 pub(crate) struct Shared {
     pub(crate) opts: Options,
-    source: Box<dyn Source>,
     pub(crate) hosts: AllowedHosts,
     /// The content-security policy of every answer.
     pub(crate) csp: String,
@@ -143,7 +115,7 @@ pub struct Server {
 
 impl Server {
     /// Checks the options (token, store) and binds the address.
-    pub fn bind(opts: Options, source: Box<dyn Source>) -> Result<Server, ServeError> {
+    pub fn bind(opts: Options) -> Result<Server, ServeError> {
         check_access(&opts.listen, opts.token.as_deref())?;
         Store::open_read_only(&opts.db).map_err(|source| ServeError::Store {
             db: benchlab_store::Target::from_path(&opts.db).redacted(),
@@ -160,7 +132,6 @@ impl Server {
                 hosts: AllowedHosts::new(&opts.allow_hosts),
                 csp: server::csp(&scripts, &styles),
                 opts,
-                source,
             }),
         })
     }
@@ -190,7 +161,7 @@ pub(crate) fn page(req: &Request, shared: &Shared) -> Response {
             )
         }
     };
-    pages::route(req, &store, shared.source.as_ref())
+    pages::route(req, &store)
 }
 
 /// Compares two tokens in time independent of where they differ.

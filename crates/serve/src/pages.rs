@@ -4,13 +4,13 @@
 
 use std::fmt::Write;
 
-use benchlab_report::compare::{combine, Side};
 use benchlab_report::html::{esc, inventory_html, render_body, render_html, style};
-use benchlab_report::{render, Format, RunReport};
+use benchlab_report::{
+    load, progress, render, ColumnSpec, Format, LoadError, Progress, RunReport, RunSelection,
+};
 use benchlab_store::{HostRow, RunRow, RunStatus, Store, StoreError};
 
 use crate::http::{encode, Request, Response};
-use crate::{Progress, Source};
 
 /// The style of the server's own parts (navigation, forms), after the
 /// report's.
@@ -70,28 +70,32 @@ impl From<StoreError> for Fail {
     }
 }
 
-impl From<anyhow::Error> for Fail {
-    fn from(e: anyhow::Error) -> Fail {
-        if let Some(StoreError::NoRun(_)) = e.downcast_ref::<StoreError>() {
-            return Fail(404, e.to_string());
+impl From<LoadError> for Fail {
+    fn from(e: LoadError) -> Fail {
+        match e {
+            LoadError::Store(s) => s.into(),
+            LoadError::NoConfiguration { .. } => Fail(404, e.to_string()),
+            LoadError::BadColumn(_) | LoadError::Baseline(_) | LoadError::NoColumns => {
+                Fail(400, e.to_string())
+            }
+            other => Fail(500, other.to_string()),
         }
-        Fail(500, format!("{e:#}"))
     }
 }
 
 /// The answer to `req`.
-pub fn route(req: &Request, store: &Store, source: &dyn Source) -> Response {
+pub fn route(req: &Request, store: &Store) -> Response {
     let path = req.path.as_str();
     let result = match path {
-        "/" => runs_page(store, source),
-        "/api/runs" => runs_json(store, source),
-        "/compare" => compare_page(req, store, source),
+        "/" => runs_page(store),
+        "/api/runs" => runs_json(store),
+        "/compare" => compare_page(req, store),
         "/hosts" => hosts_page(req, store),
         _ => {
             if let Some(rest) = path.strip_prefix("/run/") {
-                run_route(rest, store, source)
+                run_route(rest, store)
             } else if let Some(file) = path.strip_prefix("/compare/") {
-                compare_download(file, req, store, source)
+                compare_download(file, req, store)
             } else if let Some(file) = path.strip_prefix("/hosts/") {
                 hosts_download(file, req, store)
             } else {
@@ -140,9 +144,9 @@ fn progress_text(p: Option<Progress>) -> String {
 
 /// The progress of a run that is not complete (a complete run's is its
 /// whole plan: not worth building its plan for).
-fn progress_of(run: &RunRow, store: &Store, source: &dyn Source) -> Option<Progress> {
+fn progress_of(run: &RunRow, store: &Store) -> Option<Progress> {
     (run.status != RunStatus::Completed)
-        .then(|| source.progress(store, run.id).ok())
+        .then(|| progress(store, run.id).ok().flatten())
         .flatten()
 }
 
@@ -158,8 +162,8 @@ struct RunLine {
     progress_text: String,
 }
 
-fn run_line(run: &RunRow, store: &Store, source: &dyn Source) -> RunLine {
-    let progress = progress_of(run, store, source);
+fn run_line(run: &RunRow, store: &Store) -> RunLine {
+    let progress = progress_of(run, store);
     RunLine {
         id: run.id,
         study: run.study_name.clone(),
@@ -175,18 +179,14 @@ fn run_line(run: &RunRow, store: &Store, source: &dyn Source) -> RunLine {
     }
 }
 
-fn runs_json(store: &Store, source: &dyn Source) -> Result<Response, Fail> {
-    let lines: Vec<RunLine> = store
-        .runs()?
-        .iter()
-        .map(|r| run_line(r, store, source))
-        .collect();
+fn runs_json(store: &Store) -> Result<Response, Fail> {
+    let lines: Vec<RunLine> = store.runs()?.iter().map(|r| run_line(r, store)).collect();
     Ok(Response::json(
         serde_json::to_string(&lines).map_err(|e| Fail(500, e.to_string()))?,
     ))
 }
 
-fn runs_page(store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+fn runs_page(store: &Store) -> Result<Response, Fail> {
     let runs = store.runs()?;
     let mut o = String::from("<h1>Runs</h1>\n<p id=\"news\"></p>\n");
     if runs.is_empty() {
@@ -199,7 +199,7 @@ fn runs_page(store: &Store, source: &dyn Source) -> Result<Response, Fail> {
     let mut config_names = store.configuration_names()?;
     let mut host_names = store.host_names()?;
     for run in &runs {
-        let line = run_line(run, store, source);
+        let line = run_line(run, store);
         let configs = config_names.remove(&run.id).unwrap_or_default();
         let hosts: Vec<String> = host_names
             .remove(&run.id)
@@ -291,14 +291,14 @@ fn report_file(report: &RunReport, file: &str, stem: &str) -> Result<Response, F
 }
 
 /// `/run/N` and `/run/N/FILE`.
-fn run_route(rest: &str, store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+fn run_route(rest: &str, store: &Store) -> Result<Response, Fail> {
     let (id, file) = match rest.split_once('/') {
         Some((id, file)) => (id, Some(file)),
         None => (rest, None),
     };
     let id = run_id(id)?;
     let run = store.run(id)?;
-    let report = source.full_report(store, id)?;
+    let report = load(store, &RunSelection::Run(id))?;
     match file {
         None => {
             let mut o = downloads(
@@ -317,68 +317,10 @@ fn run_route(rest: &str, store: &Store, source: &dyn Source) -> Result<Response,
     }
 }
 
-/// The columns picked for a comparison: `RUN` (every configuration) or
-/// `RUN:CONFIG`, as `benchlab compare` takes them.
-struct Picked {
-    reports: Vec<RunReport>,
-    /// (report index, configuration index, label `RUN:CONFIG`).
-    columns: Vec<(usize, usize, String)>,
-}
-
-fn pick(specs: &[&str], store: &Store, source: &dyn Source) -> Result<Picked, Fail> {
-    let mut p = Picked {
-        reports: Vec::new(),
-        columns: Vec::new(),
-    };
-    for spec in specs {
-        let (run, config) = match spec.split_once(':') {
-            Some((r, c)) => (r, Some(c)),
-            None => (*spec, None),
-        };
-        let run = run_id(run)
-            .map_err(|Fail(s, m)| Fail(s, format!("column `{spec}` (RUN or RUN:CONFIG): {m}")))?;
-        store.run(run)?;
-        let r = match p.reports.iter().position(|r| r.run.id == run) {
-            Some(i) => i,
-            None => {
-                p.reports.push(source.report(store, run)?);
-                p.reports.len() - 1
-            }
-        };
-        let configs = &p.reports[r].configurations;
-        let chosen: Vec<usize> = match config {
-            Some(name) => vec![configs.iter().position(|c| c.name == name).ok_or_else(|| {
-                Fail(
-                    404,
-                    format!(
-                        "run {run} has no configuration `{name}` (it has: {})",
-                        configs
-                            .iter()
-                            .map(|c| c.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                )
-            })?],
-            None => (0..configs.len()).collect(),
-        };
-        for c in chosen {
-            let label = format!("{run}:{}", configs[c].name);
-            if !p.columns.iter().any(|x| x.2 == label) {
-                p.columns.push((r, c, label));
-            }
-        }
-    }
-    Ok(p)
-}
-
-/// The comparison of the picked columns against `base` (a column label,
-/// or the first column), built by `benchlab compare`'s model.
-fn comparison(
-    req: &Request,
-    store: &Store,
-    source: &dyn Source,
-) -> Result<Option<RunReport>, Fail> {
+/// The comparison of the picked columns (`c=RUN` or `c=RUN:CONFIG`, as
+/// `benchlab compare` takes them) against `base` (a column, or the first
+/// column); None when fewer than two columns are picked.
+fn comparison(req: &Request, store: &Store) -> Result<Option<RunReport>, Fail> {
     let mut specs = req.params("c");
     let base = req.param("base").filter(|b| !b.is_empty());
     // A baseline picked but not ticked is still meant to be compared.
@@ -387,35 +329,23 @@ fn comparison(
             specs.insert(0, b);
         }
     }
-    let picked = pick(&specs, store, source)?;
-    if picked.columns.len() < 2 {
-        return Ok(None);
-    }
-    let base_idx = match base {
-        None => 0,
-        Some(b) => {
-            let wanted = picked
-                .columns
-                .iter()
-                .position(|c| c.2 == b || (!b.contains(':') && c.2.starts_with(&format!("{b}:"))));
-            wanted.ok_or_else(|| {
-                Fail(
-                    400,
-                    format!("baseline `{b}` is not one of the compared columns"),
-                )
-            })?
-        }
+    let column = |spec: &str| {
+        spec.parse::<ColumnSpec>()
+            .map_err(|e| Fail(400, format!("column `{spec}` (RUN or RUN:CONFIG): {e}")))
     };
-    let sides: Vec<Side> = picked
-        .columns
+    let columns = specs
         .iter()
-        .map(|(r, c, label)| Side {
-            label: label.clone(),
-            report: &picked.reports[*r],
-            config: *c,
-        })
-        .collect();
-    Ok(Some(combine(&sides, base_idx)))
+        .map(|c| column(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let selection = RunSelection::Columns {
+        columns,
+        baseline: base.map(column).transpose()?,
+    };
+    match load(store, &selection) {
+        Ok(r) if r.configurations.len() >= 2 => Ok(Some(r)),
+        Ok(_) | Err(LoadError::NoColumns) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The query string that reproduces the comparison's picks.
@@ -435,7 +365,7 @@ fn compare_query(req: &Request) -> String {
     }
 }
 
-fn compare_page(req: &Request, store: &Store, source: &dyn Source) -> Result<Response, Fail> {
+fn compare_page(req: &Request, store: &Store) -> Result<Response, Fail> {
     let chosen = req.params("c");
     let base = req.param("base").unwrap_or("");
     let mut o = String::from("<h1>Compare</h1>\n<form class=\"pick\" method=\"get\" action=\"/compare\">\n<p>Tick the configurations to compare and choose the baseline (the B of every advantage; the first ticked when none is chosen).</p>\n<table><tr><th class=\"l\">run</th><th class=\"l\">study</th><th class=\"l\">configuration</th><th class=\"l\">compare</th><th class=\"l\">baseline</th></tr>\n");
@@ -461,7 +391,7 @@ fn compare_page(req: &Request, store: &Store, source: &dyn Source) -> Result<Res
     o.push_str(
         "</table>\n<p><button type=\"submit\" id=\"compare-go\">Compare</button></p>\n</form>\n",
     );
-    match comparison(req, store, source) {
+    match comparison(req, store) {
         Ok(Some(report)) => {
             o.push_str(&downloads("/compare/", &compare_query(req), &[]));
             o.push_str("<div id=\"comparison\">\n");
@@ -479,13 +409,8 @@ fn compare_page(req: &Request, store: &Store, source: &dyn Source) -> Result<Res
     Ok(page("compare", &o))
 }
 
-fn compare_download(
-    file: &str,
-    req: &Request,
-    store: &Store,
-    source: &dyn Source,
-) -> Result<Response, Fail> {
-    let report = comparison(req, store, source)?.ok_or_else(|| {
+fn compare_download(file: &str, req: &Request, store: &Store) -> Result<Response, Fail> {
+    let report = comparison(req, store)?.ok_or_else(|| {
         Fail(
             400,
             "pick at least two columns: ?c=RUN:CONFIG&c=RUN:CONFIG[&base=RUN:CONFIG]".into(),

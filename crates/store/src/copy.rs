@@ -70,6 +70,18 @@ const TABLES: &[Table] = &[
         columns: &["version", "plan"],
     },
     Table {
+        name: "published",
+        parent: Parent::Run,
+        id: false,
+        columns: &["report"],
+    },
+    Table {
+        name: "run_reading",
+        parent: Parent::Run,
+        id: false,
+        columns: &["version", "origin"],
+    },
+    Table {
         name: "run_event",
         parent: Parent::Run,
         id: true,
@@ -134,6 +146,12 @@ const TABLES: &[Table] = &[
         parent: Parent::Sample,
         id: false,
         columns: &["target", "side", "result_json"],
+    },
+    Table {
+        name: "sample_note",
+        parent: Parent::Sample,
+        id: false,
+        columns: &["text"],
     },
     Table {
         name: "histogram",

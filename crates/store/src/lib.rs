@@ -22,6 +22,7 @@ use std::path::Path;
 use base64::Engine;
 use benchlab_core::plan::RunOptions;
 use benchlab_core::recorder::HistogramData;
+use benchlab_core::setting::{ChangeStatus, Phase};
 use benchlab_core::{Params, Sample, SideResult};
 use serde::{Deserialize, Serialize};
 
@@ -327,6 +328,26 @@ DROP TABLE run_event;
 ALTER TABLE run_event_new RENAME TO run_event;
 CREATE INDEX run_event_run ON run_event(run_id);
 "#,
+    // What a reader needs, stored when the run is recorded (issue 24):
+    // the workloads' notes on each repetition, an imported run's figures
+    // as parsed tables, and how a run's reading came to be (recorded, or
+    // resolved once when an older store was upgraded).
+    r#"
+CREATE TABLE sample_note (
+    sample_id {int} NOT NULL REFERENCES sample(id),
+    text      TEXT NOT NULL,
+    PRIMARY KEY (sample_id, text)
+);
+CREATE TABLE published (
+    run_id  {int} PRIMARY KEY REFERENCES run(id),
+    report  TEXT NOT NULL
+);
+CREATE TABLE run_reading (
+    run_id  {int} PRIMARY KEY REFERENCES run(id),
+    version {int} NOT NULL,
+    origin  TEXT NOT NULL
+);
+"#,
 ];
 
 /// One setting a configuration changed on a host.
@@ -336,18 +357,119 @@ pub struct SettingChangeRow {
     pub config_idx: usize,
     /// The host.
     pub host: String,
-    /// `apply` or `revert`.
-    pub phase: String,
+    /// Applied or undone.
+    pub phase: Phase,
     /// The setting.
     pub setting: String,
     /// Value before.
     pub before: Option<String>,
     /// Value after.
     pub after: Option<String>,
-    /// `applied`, `unchanged`, `skipped`, `failed`, `reverted`, `revert failed`.
-    pub status: String,
+    /// What became of it.
+    pub status: ChangeStatus,
     /// Why, or what else to know.
     pub note: String,
+}
+
+/// One entry of a run's log (started, resumed, interrupted, completed,
+/// imported …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When (RFC 3339).
+    pub at: String,
+    /// What happened, one word (`started`).
+    pub kind: String,
+    /// The details.
+    pub message: String,
+}
+
+/// A managed service as it started for a configuration (each start: a
+/// restart is recorded again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceRow {
+    /// Index of the configuration in the study.
+    pub config_idx: usize,
+    /// The study's name of the service.
+    pub name: String,
+    /// What the service crate described when it started (version,
+    /// effective configuration with secrets masked, placement …).
+    pub description: serde_json::Value,
+}
+
+/// One side of one target of a repetition of a workload with several
+/// targets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetResult {
+    /// The target (its host).
+    pub target: String,
+    /// Which side.
+    pub side: String,
+    /// What that side returned.
+    pub result: SideResult,
+}
+
+/// One repetition of one point under one configuration: what a resumed
+/// run skips once it is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct UnitKey {
+    /// Configuration index.
+    pub config: usize,
+    /// Workload index.
+    pub workload: usize,
+    /// Point index within the workload.
+    pub point: usize,
+    /// Repetition, 0-based.
+    pub repetition: u32,
+}
+
+/// A workload's remark on one repetition, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoteRow {
+    /// The point.
+    pub point_id: i64,
+    /// The repetition.
+    pub repetition: u32,
+    /// The remark.
+    pub text: String,
+}
+
+/// The version of a run's reading pieces this benchlab stores: 1, the
+/// plan (version 2, with its expanded points and byte-count parameters),
+/// the workloads' notes per repetition and an import's parsed figures.
+pub const READING_VERSION: i64 = 1;
+
+/// How a run's reading pieces (plan, notes, published figures) came to
+/// be in the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    /// The version of what was stored (see the report crate's loader).
+    pub version: i64,
+    /// `recorded` (stored as the run was made), or what resolved them
+    /// later (`resolved at upgrade by benchlab 0.1.0 …`).
+    pub origin: String,
+}
+
+impl UnitKey {
+    /// The key of a planned unit.
+    pub fn of(plan: &benchlab_core::plan::Plan, u: &benchlab_core::plan::Unit) -> UnitKey {
+        let p = &plan.points[u.point];
+        UnitKey {
+            config: p.config,
+            workload: p.workload,
+            point: p.point,
+            repetition: u.repetition,
+        }
+    }
+}
+
+impl Reading {
+    /// The reading of a run whose pieces are stored as it is recorded.
+    pub fn recorded() -> Reading {
+        Reading {
+            version: READING_VERSION,
+            origin: "recorded".into(),
+        }
+    }
 }
 
 /// The newest schema version this binary knows.
@@ -1019,6 +1141,111 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces a run's plan: only when an older plan is upgraded to the
+    /// current version (its missing pieces resolved once).
+    pub fn replace_plan(&self, run_id: i64, version: u32, plan: &str) -> Result<()> {
+        self.exec(
+            "UPDATE run_plan SET version = ?2, plan = ?3 WHERE run_id = ?1",
+            vals![run_id, version, plan],
+        )?;
+        Ok(())
+    }
+
+    /// Records a workload's remarks on one repetition (each distinct
+    /// text once).
+    pub fn add_notes(&self, point_id: i64, repetition: u32, texts: &[String]) -> Result<()> {
+        for t in texts {
+            self.exec(
+                "INSERT INTO sample_note (sample_id, text)
+                 SELECT id, ?3 FROM sample WHERE point_id = ?1 AND repetition = ?2
+                 ON CONFLICT DO NOTHING",
+                vals![point_id, repetition, t.as_str()],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A run's notes, in point, repetition and text order.
+    pub fn notes(&self, run_id: i64) -> Result<Vec<NoteRow>> {
+        self.query(
+            "SELECT s.point_id, s.repetition, n.text FROM sample_note n
+             JOIN sample s ON s.id = n.sample_id JOIN point p ON p.id = s.point_id
+             WHERE p.run_id = ?1 ORDER BY s.point_id, s.repetition, n.text",
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(NoteRow {
+                point_id: r.int(0)?,
+                repetition: r.int(1)? as u32,
+                text: r.text(2)?,
+            })
+        })
+        .collect()
+    }
+
+    /// Stores an imported run's figures, parsed (JSON); kept once written.
+    pub fn set_published(&self, run_id: i64, report: &str) -> Result<()> {
+        self.exec(
+            "INSERT INTO published (run_id, report) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            vals![run_id, report],
+        )?;
+        Ok(())
+    }
+
+    /// An imported run's parsed figures, when stored.
+    pub fn published(&self, run_id: i64) -> Result<Option<String>> {
+        self.with(|c| {
+            c.query_opt(
+                "SELECT report FROM published WHERE run_id = ?1",
+                vals![run_id],
+            )?
+            .map(|r| r.text(0))
+            .transpose()
+        })
+    }
+
+    /// Marks how a run's reading pieces came to be.
+    pub fn set_reading(&self, run_id: i64, reading: &Reading) -> Result<()> {
+        self.exec(
+            "INSERT INTO run_reading (run_id, version, origin) VALUES (?1, ?2, ?3)
+             ON CONFLICT (run_id) DO UPDATE SET version = excluded.version, origin = excluded.origin",
+            vals![run_id, reading.version, reading.origin.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// The runs whose reading pieces are missing or older than
+    /// `version`, oldest first.
+    pub fn runs_to_upgrade(&self, version: i64) -> Result<Vec<i64>> {
+        self.query(
+            "SELECT r.id FROM run r LEFT JOIN run_reading g ON g.run_id = r.id
+             WHERE g.version IS NULL OR g.version < ?1 ORDER BY r.id",
+            vals![version],
+        )?
+        .iter()
+        .map(|r| r.int(0))
+        .collect()
+    }
+
+    /// How a run's reading pieces came to be (None: stored by a benchlab
+    /// before they were, and not upgraded yet).
+    pub fn reading(&self, run_id: i64) -> Result<Option<Reading>> {
+        self.with(|c| {
+            c.query_opt(
+                "SELECT version, origin FROM run_reading WHERE run_id = ?1",
+                vals![run_id],
+            )?
+            .map(|r| {
+                Ok(Reading {
+                    version: r.int(0)?,
+                    origin: r.text(1)?,
+                })
+            })
+            .transpose()
+        })
+    }
+
     /// A run's stored plan, when it has one (runs made before plans were
     /// stored have none).
     pub fn plan(&self, run_id: i64) -> Result<Option<String>> {
@@ -1045,20 +1272,19 @@ impl Store {
         Ok(())
     }
 
-    /// The services of a run: (configuration index, name, description),
-    /// in the order they started.
-    pub fn services(&self, run_id: i64) -> Result<Vec<(usize, String, serde_json::Value)>> {
+    /// The services of a run, in the order they started.
+    pub fn services(&self, run_id: i64) -> Result<Vec<ServiceRow>> {
         self.query(
             "SELECT config_idx, name, description FROM service WHERE run_id = ?1 ORDER BY id",
             vals![run_id],
         )?
         .iter()
         .map(|r| {
-            Ok((
-                r.int(0)? as usize,
-                r.text(1)?,
-                serde_json::from_str(&r.text(2)?)?,
-            ))
+            Ok(ServiceRow {
+                config_idx: r.int(0)? as usize,
+                name: r.text(1)?,
+                description: serde_json::from_str(&r.text(2)?)?,
+            })
         })
         .collect()
     }
@@ -1069,7 +1295,7 @@ impl Store {
             for r in rows {
                 tx.exec(
                     "INSERT INTO setting_change (run_id, config_idx, host, phase, setting, before, after, status, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    vals![run_id, r.config_idx, &r.host, &r.phase, &r.setting, r.before.as_deref(), r.after.as_deref(), &r.status, &r.note],
+                    vals![run_id, r.config_idx, &r.host, r.phase.name(), &r.setting, r.before.as_deref(), r.after.as_deref(), r.status.name(), &r.note],
                 )?;
             }
             Ok(())
@@ -1087,25 +1313,39 @@ impl Store {
             Ok(SettingChangeRow {
                 config_idx: r.int(0)? as usize,
                 host: r.text(1)?,
-                phase: r.text(2)?,
+                phase: {
+                    let t = r.text(2)?;
+                    Phase::parse(&t)
+                        .ok_or_else(|| StoreError::Type(format!("setting_change.phase `{t}`")))?
+                },
                 setting: r.text(3)?,
                 before: r.opt_text(4)?,
                 after: r.opt_text(5)?,
-                status: r.text(6)?,
+                status: {
+                    let t = r.text(6)?;
+                    ChangeStatus::parse(&t)
+                        .ok_or_else(|| StoreError::Type(format!("setting_change.status `{t}`")))?
+                },
                 note: r.text(7)?,
             })
         })
         .collect()
     }
 
-    /// A run's events, oldest first: (at, kind, message).
-    pub fn events(&self, run_id: i64) -> Result<Vec<(String, String, String)>> {
+    /// A run's events, oldest first.
+    pub fn events(&self, run_id: i64) -> Result<Vec<Event>> {
         self.query(
             "SELECT at, kind, message FROM run_event WHERE run_id = ?1 ORDER BY id",
             vals![run_id],
         )?
         .iter()
-        .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)))
+        .map(|r| {
+            Ok(Event {
+                at: r.text(0)?,
+                kind: r.text(1)?,
+                message: r.text(2)?,
+            })
+        })
         .collect()
     }
 
@@ -1294,12 +1534,8 @@ impl Store {
     }
 
     /// Per target, the raw side results of one repetition of a workload
-    /// with several targets: (target, side, result).
-    pub fn target_results(
-        &self,
-        point_id: i64,
-        repetition: u32,
-    ) -> Result<Vec<(String, String, SideResult)>> {
+    /// with several targets.
+    pub fn target_results(&self, point_id: i64, repetition: u32) -> Result<Vec<TargetResult>> {
         self.query(
             "SELECT t.target, t.side, t.result_json FROM target_result t
              JOIN sample s ON s.id = t.sample_id
@@ -1307,16 +1543,19 @@ impl Store {
             vals![point_id, repetition],
         )?
         .iter()
-        .map(|r| Ok((r.text(0)?, r.text(1)?, serde_json::from_str(&r.text(2)?)?)))
+        .map(|r| {
+            Ok(TargetResult {
+                target: r.text(0)?,
+                side: r.text(1)?,
+                result: serde_json::from_str(&r.text(2)?)?,
+            })
+        })
         .collect()
     }
 
-    /// (config, workload, point, repetition) of every recorded repetition
-    /// of a run, failed ones included: a resumed run skips all of them.
-    pub fn done_units(
-        &self,
-        run_id: i64,
-    ) -> Result<std::collections::HashSet<(usize, usize, usize, u32)>> {
+    /// Every recorded repetition of a run, failed ones included: a
+    /// resumed run skips all of them.
+    pub fn done_units(&self, run_id: i64) -> Result<std::collections::HashSet<UnitKey>> {
         self.query(
             "SELECT p.config_idx, p.workload_idx, p.point_idx, s.repetition
              FROM sample s JOIN point p ON p.id = s.point_id WHERE p.run_id = ?1",
@@ -1324,12 +1563,12 @@ impl Store {
         )?
         .iter()
         .map(|r| {
-            Ok((
-                r.int(0)? as usize,
-                r.int(1)? as usize,
-                r.int(2)? as usize,
-                r.int(3)? as u32,
-            ))
+            Ok(UnitKey {
+                config: r.int(0)? as usize,
+                workload: r.int(1)? as usize,
+                point: r.int(2)? as usize,
+                repetition: r.int(3)? as u32,
+            })
         })
         .collect()
     }

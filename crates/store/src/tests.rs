@@ -153,11 +153,11 @@ fn full_run(store: &mut Store) -> i64 {
             &[SettingChangeRow {
                 config_idx: 1,
                 host: "local".into(),
-                phase: "apply".into(),
+                phase: Phase::Apply,
                 setting: "vm.swappiness".into(),
                 before: Some("60".into()),
                 after: None,
-                status: "applied".into(),
+                status: ChangeStatus::Applied,
                 note: "".into(),
             }],
         )
@@ -195,6 +195,19 @@ fn full_run(store: &mut Store) -> i64 {
         .record_sample(p1, 0, SampleStatus::Ok, None, "a", "b", Some(&t))
         .unwrap();
     store
+        .add_notes(p1, 0, &["a remark".into(), "another".into()])
+        .unwrap();
+    store.set_published(run, "{\"tables\":[]}").unwrap();
+    store
+        .set_reading(
+            run,
+            &Reading {
+                version: READING_VERSION,
+                origin: "recorded".into(),
+            },
+        )
+        .unwrap();
+    store
         .set_run_status(run, RunStatus::Completed, "2026-01-01T00:01:00.000Z")
         .unwrap();
     run
@@ -216,6 +229,12 @@ fn everything(store: &Store, run: i64) -> serde_json::Value {
             serde_json::json!({"sample": s, "sides": sides, "targets": targets})
         })
         .collect();
+    let notes: Vec<_> = store
+        .notes(run)
+        .unwrap()
+        .into_iter()
+        .map(|n| (place(n.point_id), n.repetition, n.text))
+        .collect();
     let points: Vec<_> = points
         .into_iter()
         .map(|mut p| {
@@ -233,6 +252,9 @@ fn everything(store: &Store, run: i64) -> serde_json::Value {
         "events": store.events(run).unwrap(),
         "settings": store.setting_changes(run).unwrap(),
         "services": store.services(run).unwrap(),
+        "notes": notes,
+        "published": store.published(run).unwrap(),
+        "reading": store.reading(run).unwrap(),
         "points": points,
         "samples": samples,
         "done": done,
@@ -265,7 +287,13 @@ both! {
         assert_eq!(sides[0], ("client".to_string(), sample.client.clone()));
         assert_eq!(sides[1].0, "server");
         let done = store.done_units(run).unwrap();
-        assert!(done.contains(&(1, 0, 3, 0)) && done.contains(&(1, 0, 3, 1)));
+        let unit = |repetition| UnitKey {
+            config: 1,
+            workload: 0,
+            point: 3,
+            repetition,
+        };
+        assert!(done.contains(&unit(0)) && done.contains(&unit(1)));
         store
             .set_run_status(run, RunStatus::Interrupted, "c")
             .unwrap();
@@ -339,17 +367,17 @@ both! {
         store.set_plan(run, 9, "other").unwrap();
         assert_eq!(store.plan(run).unwrap().as_deref(), Some("{\"plan\":true}"));
         assert_eq!(store.plan(first).unwrap(), None);
-        let kinds: Vec<String> = store.events(run).unwrap().into_iter().map(|e| e.1).collect();
+        let kinds: Vec<String> = store.events(run).unwrap().into_iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["started", "hosts", "completed"]);
         let changes = store.setting_changes(run).unwrap();
         assert_eq!(changes[0].before.as_deref(), Some("60"));
         assert_eq!(changes[0].after, None);
-        assert_eq!(store.services(run).unwrap()[0].1, "web");
+        assert_eq!(store.services(run).unwrap()[0].name, "web");
         let points = store.points(run).unwrap();
         assert_eq!(points.len(), 2);
         let targets = store.target_results(points[1].id, 0).unwrap();
         assert_eq!(targets.len(), 1);
-        assert_eq!(targets[0].0, "guest1");
+        assert_eq!(targets[0].target, "guest1");
         assert!(store.side_results(points[0].id, 9).unwrap().is_empty());
     }
 
@@ -392,10 +420,10 @@ both! {
         drop(store);
         let store = db.open();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
-        let kinds: Vec<String> = store.events(run).unwrap().into_iter().map(|e| e.1).collect();
+        let kinds: Vec<String> = store.events(run).unwrap().into_iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["b", "a", "c"]);
         store.add_event(run, "later", "d", "").unwrap();
-        assert_eq!(store.events(run).unwrap()[3].1, "d");
+        assert_eq!(store.events(run).unwrap()[3].kind, "d");
     }
 
     fn concurrent_writers_lose_nothing(db: &Db) {

@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, DURATION};
+use benchlab_core::ValidationError;
 use benchlab_core::{
     Better, ClientCtx, Combine, MetricSpec, Params, Sample, ServerSide, SideResult, Value,
     Workload, WorkloadError,
@@ -219,8 +220,8 @@ impl CommandWorkload {
             tool: Some(Tool { def, metrics }),
         };
         // Every placeholder of the tool's templates must be known.
-        w.check_placeholders(&w.recipe(&Params::default()).map_err(|(_, m)| m)?, None)
-            .map_err(|(_, m)| m)?;
+        w.check_placeholders(&w.recipe(&Params::default()).map_err(|e| e.message)?, None)
+            .map_err(|e| e.message)?;
         Ok(w)
     }
 
@@ -272,7 +273,7 @@ struct Recipe {
     stderr: bool,
 }
 
-type Problem = (String, String);
+type Problem = ValidationError;
 
 impl CommandWorkload {
     fn recipe(&self, params: &Params) -> Result<Recipe, Problem> {
@@ -283,44 +284,49 @@ impl CommandWorkload {
                 shell: d.shell,
                 before: d.before.clone(),
                 parser: d.parser,
-                patterns: parse::compile_patterns(&d.pattern).map_err(|e| ("kind".into(), e))?,
+                patterns: parse::compile_patterns(&d.pattern)
+                    .map_err(|e| ValidationError::new("kind", e))?,
                 metrics: d.metric.clone(),
                 output: d.output.clone(),
                 stderr: d.stderr,
             });
         }
         let command = params.str("command").map_err(|_| {
-            (
-                "command".to_string(),
-                "missing: the command line to run (command = \"program arg …\")".to_string(),
+            ValidationError::new(
+                "command",
+                "missing: the command line to run (command = \"program arg …\")",
             )
         })?;
         let parser = ParserKind::from_name(params.str("parser").unwrap_or("lines"))
             .expect("a choice of PARSERS");
         let patterns = match (parser, params.str("pattern")) {
-            (ParserKind::Regex, Ok(p)) => {
-                parse::compile_patterns(&[p.to_string()]).map_err(|e| ("pattern".into(), e))?
-            }
+            (ParserKind::Regex, Ok(p)) => parse::compile_patterns(&[p.to_string()])
+                .map_err(|e| ValidationError::new("pattern", e))?,
             (ParserKind::Regex, Err(_)) => {
-                return Err((
-                    "pattern".into(),
-                    "missing: parser = \"regex\" needs a pattern with a named group per metric"
-                        .into(),
+                return Err(ValidationError::new(
+                    "pattern",
+                    "missing: parser = \"regex\" needs a pattern with a named group per metric",
                 ))
             }
-            (_, Ok(_)) => return Err(("pattern".into(), "is only for parser = \"regex\"".into())),
+            (_, Ok(_)) => {
+                return Err(ValidationError::new(
+                    "pattern",
+                    "is only for parser = \"regex\"",
+                ))
+            }
             (_, Err(_)) => Vec::new(),
         };
         let metrics = match params.str("metrics") {
-            Ok(text) => def::compact_metrics(text).map_err(|e| ("metrics".to_string(), e))?,
-            Err(_) => return Err((
-                "metrics".into(),
-                "missing: the metrics to read, `NAME (UNIT) higher|lower: SELECTOR`, one per line"
-                    .into(),
+            Ok(text) => {
+                def::compact_metrics(text).map_err(|e| ValidationError::new("metrics", e))?
+            }
+            Err(_) => return Err(ValidationError::new(
+                "metrics",
+                "missing: the metrics to read, `NAME (UNIT) higher|lower: SELECTOR`, one per line",
             )),
         };
         def::check_metrics(&metrics, parser, &parse::group_names(&patterns))
-            .map_err(|e| ("metrics".to_string(), e))?;
+            .map_err(|e| ValidationError::new("metrics", e))?;
         Ok(Recipe {
             command: command.to_string(),
             shell: params.bool("shell").unwrap_or(false),
@@ -349,7 +355,7 @@ impl CommandWorkload {
             }
         };
         for (k, t) in templates {
-            for name in exec::placeholders(t).map_err(|e| (key(k), e))? {
+            for name in exec::placeholders(t).map_err(|e| ValidationError::new(key(k), e))? {
                 let name = name.strip_suffix(CEIL).unwrap_or(&name).to_string();
                 if BUILTIN.contains(&name.as_str()) {
                     continue;
@@ -358,13 +364,10 @@ impl CommandWorkload {
                     if self.server == ServerMode::Service {
                         continue;
                     }
-                    return Err((
-                        key(k),
-                        format!("`{{{name}}}`: `{}` has no server (kind = \"command.client\" with service = \"NAME\" has one)", self.kind),
-                    ));
+                    return Err(ValidationError::new(key(k), format!("`{{{name}}}`: `{}` has no server (kind = \"command.client\" with service = \"NAME\" has one)", self.kind)));
                 }
                 if !self.params.iter().any(|p| p.name == name) {
-                    return Err((
+                    return Err(ValidationError::new(
                         key(k),
                         format!(
                             "unknown placeholder `{{{name}}}` (parameters: {}; benchlab's: {})",
@@ -379,7 +382,7 @@ impl CommandWorkload {
                 }
                 if let Some(p) = params {
                     if p.get(&name).is_none() {
-                        return Err((
+                        return Err(ValidationError::new(
                             name.clone(),
                             format!("missing: the command uses `{{{name}}}`, so give it a value"),
                         ));
@@ -451,12 +454,15 @@ impl Workload for CommandWorkload {
         self.row
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
         let r = self.recipe(params)?;
         self.check_placeholders(&r, Some(params))?;
         if let Ok(t) = params.f64("timeout_s") {
             if t <= 0.0 {
-                return Err(("timeout_s".into(), "must be more than 0 seconds".into()));
+                return Err(ValidationError::new(
+                    "timeout_s",
+                    "must be more than 0 seconds",
+                ));
             }
         }
         Ok(())
@@ -517,7 +523,7 @@ impl Workload for CommandWorkload {
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
         let r = self
             .recipe(params)
-            .map_err(|(k, m)| WorkloadError::Other(format!("{k}: {m}")))?;
+            .map_err(|e| WorkloadError::Other(e.to_string()))?;
         if let Some(missing) = self.missing_here(params) {
             return Err(WorkloadError::Unsupported(missing));
         }
@@ -914,7 +920,8 @@ mod tests {
             ),
         ];
         for (pairs, key, says) in cases {
-            let (k, m) = COMMAND.validate(&inline(&pairs)).unwrap_err();
+            let ValidationError { key: k, message: m } =
+                COMMAND.validate(&inline(&pairs)).unwrap_err();
             assert_eq!(k, key, "{m}");
             assert!(m.contains(says), "{key}: {m}");
         }

@@ -28,7 +28,7 @@ fn params(w: &dyn Workload, pairs: &[(&str, Value)]) -> Params {
     for (k, v) in pairs {
         p.set(k, v.clone());
     }
-    w.validate(&p).unwrap_or_else(|(k, m)| panic!("{k}: {m}"));
+    w.validate(&p).unwrap_or_else(|e| panic!("{e}"));
     p
 }
 
@@ -429,7 +429,7 @@ fn garbage_and_a_bad_path_name_the_metric() {
     p.set("command", s("true"));
     p.set("parser", s("json"));
     p.set("metrics", s("bw (B/s) higher: jobs[0.read"));
-    let (key, msg) = COMMAND.validate(&p).unwrap_err();
+    let benchlab_core::ValidationError { key, message: msg } = COMMAND.validate(&p).unwrap_err();
     assert_eq!(key, "metrics");
     assert!(
         msg.contains("selector `jobs[0.read`: `[` at 4 is not closed"),

@@ -45,6 +45,7 @@ use benchlab_core::param::{
     ParamDefault, ParamError, ParamKind, ParamSpec, Params, DURATION, WARMUP,
 };
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec, CLIENTS, CLIENTS_PARAM};
+use benchlab_core::ValidationError;
 use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::loadfile::{LoadFile, ALL_OPS, N_OPS};
@@ -263,8 +264,8 @@ impl FileserverLoad {
     }
 
     fn config(&self, params: &Params) -> Result<Config, WorkloadError> {
-        if let Err((key, msg)) = self.validate(params) {
-            return Err(self.other(format!("{key}: {msg}")));
+        if let Err(e) = self.validate(params) {
+            return Err(self.other(e.to_string()));
         }
         let passes = params.u64(PASSES.name)?;
         Ok(Config {
@@ -337,8 +338,8 @@ impl Workload for FileserverLoad {
         CLIENTS
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
-        let bad = |k: &str, m: String| Err((k.to_string(), m));
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
+        let bad = |k: &str, m: String| Err(ValidationError::new(k, m));
         if let Ok(0) = params.u64(CLIENTS) {
             return bad(CLIENTS, "must be at least 1".into());
         }
@@ -706,14 +707,14 @@ mod tests {
     #[test]
     fn bad_input_names_the_key() {
         let p = params(&LOAD, &[(DIALECT.name, Value::Str("smb9".into()))]);
-        let (k, m) = LOAD.validate(&p).unwrap_err();
+        let ValidationError { key: k, message: m } = LOAD.validate(&p).unwrap_err();
         assert_eq!(k, "dialect");
         assert!(m.contains("smb1, smb2, smb3, any"), "{m}");
         let p = params(&LOAD, &[(CLIENTS, Value::Int(0))]);
-        assert_eq!(LOAD.validate(&p).unwrap_err().0, CLIENTS);
+        assert_eq!(LOAD.validate(&p).unwrap_err().key, CLIENTS);
         // The native client speaks only SMB1; the default dialect is smb3.
         let native = (SMB_CLIENT.name, Value::Str("native".into()));
-        let (k, m) = LOAD
+        let ValidationError { key: k, message: m } = LOAD
             .validate(&params(&LOAD, std::slice::from_ref(&native)))
             .unwrap_err();
         assert_eq!(k, "smb_client");
@@ -721,15 +722,16 @@ mod tests {
         let smb1 = (DIALECT.name, Value::Str("smb1".into()));
         assert!(LOAD.validate(&params(&LOAD, &[native, smb1])).is_ok());
         let p = params(&LOAD, &[(SMB_CLIENT.name, Value::Str("pavao".into()))]);
-        let (k, m) = LOAD.validate(&p).unwrap_err();
+        let ValidationError { key: k, message: m } = LOAD.validate(&p).unwrap_err();
         assert_eq!(k, "smb_client");
         assert!(m.contains("libsmbclient, native"), "{m}");
         assert!(LOAD.validate(&params(&LOAD, &[])).is_ok());
-        let (k, m) = LOCAL.validate(&params(&LOCAL, &[])).unwrap_err();
+        let ValidationError { key: k, message: m } =
+            LOCAL.validate(&params(&LOCAL, &[])).unwrap_err();
         assert_eq!(k, "dir");
         assert!(m.contains("missing"), "{m}");
         let p = params(&LOCAL, &[(DIR.name, Value::Str("rel".into()))]);
-        assert_eq!(LOCAL.validate(&p).unwrap_err().0, "dir");
+        assert_eq!(LOCAL.validate(&p).unwrap_err().key, "dir");
     }
 
     #[test]

@@ -7,6 +7,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec};
+use benchlab_core::units::format_size;
+use benchlab_core::ValidationError;
 use benchlab_core::{
     Better, ClientCtx, Combine, MatrixSummary, MetricSpec, Params, Sample, ServerSide, SideResult,
     ViewSpec, Workload, WorkloadError,
@@ -193,9 +195,9 @@ fn opt_text(p: &Params, name: &str) -> Result<String, WorkloadError> {
 
 impl Config {
     /// Reads and checks a point's parameters.
-    pub fn from_params(p: &Params) -> Result<Config, (String, String)> {
-        let bad = |k: &str, m: String| (k.to_string(), m);
-        let get = |e: WorkloadError| ("parameters".to_string(), e.to_string());
+    pub fn from_params(p: &Params) -> Result<Config, ValidationError> {
+        let bad = |k: &str, m: String| ValidationError::new(k, m);
+        let get = |e: WorkloadError| ValidationError::new("parameters", e.to_string());
         let file_size = p.u64("file_size").map_err(|e| get(e.into()))?;
         let record_size = p.u64("record_size").map_err(|e| get(e.into()))?;
         if record_size < 16 {
@@ -358,7 +360,7 @@ impl Workload for FsMatrix {
         "file_size"
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
         Config::from_params(params).map(drop)
     }
 
@@ -395,6 +397,45 @@ impl Workload for FsMatrix {
                 .map(|p| MetricSpec::higher(p.metric(), p.title(), 0)),
         );
         m
+    }
+
+    /// How a repetition's figures were obtained, from what it measured
+    /// (the report shows each with the matrices of its points).
+    fn notes(
+        &self,
+        params: &Params,
+        metrics: &std::collections::BTreeMap<String, f64>,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        if let Some(v) = metrics.get("cgroup_version") {
+            let limit = metrics.get("cgroup_limit_bytes").copied().unwrap_or(0.0);
+            notes.push(format!(
+                "out-of-cache form: cgroup-v{v} memory limit {}, page cache included",
+                format_size(limit as u64)
+            ));
+        }
+        if metrics.contains_key("big_file") {
+            notes.push("out-of-cache form: big-file (the file is larger than RAM)".into());
+        }
+        if let (Some(real), Ok(nominal)) = (metrics.get("file_bytes"), params.u64("file_size")) {
+            if *real as u64 != nominal {
+                notes.push(format!(
+                    "trial run at a size scale: rows keep the nominal file sizes; the {} row's file was {}",
+                    format_size(nominal),
+                    format_size(*real as u64)
+                ));
+            }
+        }
+        if metrics.contains_key("stdio_buffered") {
+            notes.push("fwrite, frewrite, fread and freread are buffered: stdio never uses O_DIRECT (as IOzone -I)".into());
+        }
+        if metrics.get("loop_direct_io") == Some(&0.0) {
+            notes.push(
+                "the image's loop device has no direct I/O: the host's page cache sits under it"
+                    .into(),
+            );
+        }
+        notes
     }
 
     fn views(&self, _params: &Params) -> Vec<ViewSpec> {
@@ -443,8 +484,8 @@ impl Workload for FsMatrix {
     fn run_client(&self, params: &Params, ctx: &ClientCtx) -> Result<SideResult, WorkloadError> {
         // The study was validated at its own size scale; `run --scale`
         // may have shrunk it past what a mode allows: skip, with why.
-        let cfg = Config::from_params(params)
-            .map_err(|(k, m)| WorkloadError::Unsupported(format!("{k}: {m}")))?;
+        let cfg =
+            Config::from_params(params).map_err(|e| WorkloadError::Unsupported(e.to_string()))?;
         run(&cfg, &ctx.abort)
     }
 
@@ -609,18 +650,18 @@ mod tests {
                 ("record_size", Value::Int(1000)),
             ]))
             .unwrap_err();
-        assert_eq!(e.0, "record_size");
+        assert_eq!(e.key, "record_size");
         let e = w
             .validate(&params(&[("patterns", Value::Str("write,seek".into()))]))
             .unwrap_err();
-        assert!(e.1.contains("unknown pattern"));
+        assert!(e.message.contains("unknown pattern"));
         let e = w
             .validate(&params(&[
                 ("cache", Value::Str("out-of-cache".into())),
                 ("file_size", Value::Int(256 << 20)),
             ]))
             .unwrap_err();
-        assert_eq!(e.0, "file_size");
+        assert_eq!(e.key, "file_size");
         assert!(w.validate(&params(&[])).is_ok());
     }
 

@@ -41,6 +41,7 @@ use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::{LatencyRecorder, Series};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
+use benchlab_core::ValidationError;
 use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::amqp::{Connection, Login};
@@ -181,8 +182,8 @@ pub struct Plan {
 impl Plan {
     /// Reads a point's parameters.
     pub fn read(params: &Params) -> Result<Plan, WorkloadError> {
-        if let Err((k, m)) = LATENCY.validate(params) {
-            return Err(WorkloadError::Other(format!("{KIND}: {k}: {m}")));
+        if let Err(e) = LATENCY.validate(params) {
+            return Err(WorkloadError::Other(format!("{KIND}: {e}")));
         }
         let prefetch = params.u64(PREFETCH.name)? as u16;
         let ack = match params.u64(ACK.name)? {
@@ -387,8 +388,8 @@ impl Workload for MqLatency {
         SIZE.name
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
-        let bad = |k: &str, m: String| Err((k.to_string(), m));
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
+        let bad = |k: &str, m: String| Err(ValidationError::new(k, m));
         if let Ok(s) = params.u64(SIZE.name) {
             if s < STAMP {
                 return bad(
@@ -692,15 +693,15 @@ mod tests {
         let e = LATENCY
             .validate(&params(&[(SIZE.name, Value::Int(8))]))
             .unwrap_err();
-        assert_eq!(e.0, "size");
-        assert!(e.1.contains("below the 16 B stamp"), "{}", e.1);
+        assert_eq!(e.key, "size");
+        assert!(e.message.contains("below the 16 B stamp"), "{}", e.message);
         assert!(LATENCY
             .validate(&params(&[(SIZE.name, Value::Int(16))]))
             .is_ok());
         let e = LATENCY
             .validate(&params(&[(RATE.name, Value::Float(0.0))]))
             .unwrap_err();
-        assert_eq!(e.0, "rate_per_s");
+        assert_eq!(e.key, "rate_per_s");
     }
 
     #[test]

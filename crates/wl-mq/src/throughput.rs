@@ -66,6 +66,7 @@ use std::time::{Duration, Instant};
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
+use benchlab_core::ValidationError;
 use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::amqp::{AmqpError, Connection, Login};
@@ -243,8 +244,8 @@ pub struct Plan {
 impl Plan {
     /// Reads a point's parameters.
     pub fn read(params: &Params) -> Result<Plan, WorkloadError> {
-        if let Err((k, m)) = THROUGHPUT.validate(params) {
-            return Err(WorkloadError::Other(format!("{KIND}: {k}: {m}")));
+        if let Err(e) = THROUGHPUT.validate(params) {
+            return Err(WorkloadError::Other(format!("{KIND}: {e}")));
         }
         let fanout = params.str(MODE.name)? == "fanout";
         let subscribers = params.u64(SUBSCRIBERS.name)? as u32;
@@ -765,8 +766,8 @@ impl Workload for MqThroughput {
         SIZE.name
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
-        let bad = |k: &str, m: String| Err((k.to_string(), m));
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
+        let bad = |k: &str, m: String| Err(ValidationError::new(k, m));
         if let Ok(s) = params.u64(SIZE.name) {
             if s < STAMP {
                 return bad(
@@ -1050,12 +1051,12 @@ mod tests {
         let e = THROUGHPUT
             .validate(&params(&[(SIZE.name, Value::Int(4))]))
             .unwrap_err();
-        assert_eq!(e.0, "size");
-        assert!(e.1.contains("below the 8 B"), "{}", e.1);
+        assert_eq!(e.key, "size");
+        assert!(e.message.contains("below the 8 B"), "{}", e.message);
         let e = THROUGHPUT
             .validate(&params(&[(QUEUES.name, Value::Int(0))]))
             .unwrap_err();
-        assert_eq!(e.0, "queues");
+        assert_eq!(e.key, "queues");
         assert!(THROUGHPUT.validate(&params(&[])).is_ok());
     }
 }

@@ -48,6 +48,7 @@ use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::LatencyRecorder;
+use benchlab_core::ValidationError;
 use benchlab_core::{
     Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
 };
@@ -175,31 +176,34 @@ impl Workload for NetPingpong {
         MESSAGE_SIZE.name
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
         let udp = Proto::or_tcp(params) == Proto::Udp;
         match params.opt_u64(MESSAGE_SIZE.name) {
             // sfnt's stream types start at 1 byte; a zero-byte TCP message
             // would not be an exchange.
             Ok(Some(0)) if !udp => {
-                return Err((
-                    MESSAGE_SIZE.name.into(),
-                    "must be at least 1 byte over TCP".into(),
+                return Err(ValidationError::new(
+                    MESSAGE_SIZE.name,
+                    "must be at least 1 byte over TCP",
                 ))
             }
             Ok(Some(n)) if udp && n > UDP_MAX_PAYLOAD => {
-                return Err((
-                    MESSAGE_SIZE.name.into(),
+                return Err(ValidationError::new(
+                    MESSAGE_SIZE.name,
                     format!("a UDP datagram holds at most {UDP_MAX_PAYLOAD} bytes, got {n}"),
                 ))
             }
             _ => {}
         }
         if let Ok(Some(0)) = params.opt_u64(ITERATIONS.name) {
-            return Err((ITERATIONS.name.into(), "must be at least 1".into()));
+            return Err(ValidationError::new(ITERATIONS.name, "must be at least 1"));
         }
         if let Ok(Some(n)) = params.opt_u64(SERIES_POINTS.name) {
             if n < 2 {
-                return Err((SERIES_POINTS.name.into(), "must be at least 2".into()));
+                return Err(ValidationError::new(
+                    SERIES_POINTS.name,
+                    "must be at least 2",
+                ));
             }
         }
         validate_times(params)

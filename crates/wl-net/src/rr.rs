@@ -50,6 +50,7 @@ use std::time::Duration;
 use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
+use benchlab_core::ValidationError;
 use benchlab_core::{
     Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
 };
@@ -173,13 +174,15 @@ impl Config {
 /// Checks a request or response size: at least one byte (a zero-length
 /// request could not be told from the UDP end marker, and a zero-length
 /// TCP message is no exchange at all); a UDP datagram's limit.
-fn check_size(params: &Params, name: &str) -> Result<(), (String, String)> {
+fn check_size(params: &Params, name: &str) -> Result<(), ValidationError> {
     match params.opt_u64(name) {
-        Ok(Some(0)) => Err((name.into(), "must be at least 1 byte".into())),
-        Ok(Some(n)) if Proto::or_tcp(params) == Proto::Udp && n > UDP_MAX_PAYLOAD => Err((
-            name.into(),
-            format!("a UDP datagram holds at most {UDP_MAX_PAYLOAD} bytes, got {n}"),
-        )),
+        Ok(Some(0)) => Err(ValidationError::new(name, "must be at least 1 byte")),
+        Ok(Some(n)) if Proto::or_tcp(params) == Proto::Udp && n > UDP_MAX_PAYLOAD => {
+            Err(ValidationError::new(
+                name,
+                format!("a UDP datagram holds at most {UDP_MAX_PAYLOAD} bytes, got {n}"),
+            ))
+        }
         _ => Ok(()),
     }
 }
@@ -201,7 +204,7 @@ impl Workload for NetRr {
         REQUEST_SIZE.name
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
         check_size(params, REQUEST_SIZE.name)?;
         check_size(params, RESPONSE_SIZE.name)?;
         validate_times(params)

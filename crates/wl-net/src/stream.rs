@@ -62,6 +62,7 @@ use std::time::{Duration, Instant};
 use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::{service_demand_process, service_demand_system, CpuSnapshot};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
+use benchlab_core::ValidationError;
 use benchlab_core::{
     Better, ClientCtx, Combine, MetricSpec, Sample, ServerCtx, SideResult, Workload, WorkloadError,
     ABORT_POLL,
@@ -195,12 +196,12 @@ impl Workload for NetStream {
         MESSAGE_SIZE.name
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
         let key = MESSAGE_SIZE.name.to_string();
         match params.opt_u64(MESSAGE_SIZE.name) {
-            Ok(Some(0)) => return Err((key, "must be at least 1 byte".into())),
+            Ok(Some(0)) => return Err(ValidationError::new(key, "must be at least 1 byte")),
             Ok(Some(n)) if Proto::or_tcp(params) == Proto::Udp && n > UDP_MAX_PAYLOAD => {
-                return Err((
+                return Err(ValidationError::new(
                     key,
                     format!("a UDP datagram holds 1..={UDP_MAX_PAYLOAD} bytes, got {n}"),
                 ))
@@ -208,7 +209,10 @@ impl Workload for NetStream {
             _ => {}
         }
         if let Ok(Some(0)) = params.opt_u64(RECEIVE_SIZE.name) {
-            return Err((RECEIVE_SIZE.name.into(), "must be at least 1 byte".into()));
+            return Err(ValidationError::new(
+                RECEIVE_SIZE.name,
+                "must be at least 1 byte",
+            ));
         }
         validate_buffer(params, SEND_BUFFER.name)?;
         validate_buffer(params, RECV_BUFFER.name)?;

@@ -391,19 +391,19 @@ fn abort_while_waiting_for_a_client() {
 fn validation_names_the_key() {
     let mut p = params(&STREAM, &[udp()]);
     p.set("message_size", Value::Int(65508));
-    assert_eq!(STREAM.validate(&p).unwrap_err().0, "message_size");
+    assert_eq!(STREAM.validate(&p).unwrap_err().key, "message_size");
     p.set("message_size", Value::Int(65507));
     assert!(STREAM.validate(&p).is_ok());
     p.set("message_size", Value::Int(0));
-    assert_eq!(STREAM.validate(&p).unwrap_err().0, "message_size");
+    assert_eq!(STREAM.validate(&p).unwrap_err().key, "message_size");
 
     let mut p = params(&RR, &[]);
     p.set("response_size", Value::Int(0));
-    assert_eq!(RR.validate(&p).unwrap_err().0, "response_size");
+    assert_eq!(RR.validate(&p).unwrap_err().key, "response_size");
 
     let mut p = params(&PINGPONG, &[]);
     p.set("message_size", Value::Int(0));
-    assert_eq!(PINGPONG.validate(&p).unwrap_err().0, "message_size");
+    assert_eq!(PINGPONG.validate(&p).unwrap_err().key, "message_size");
     p.set("protocol", Value::Str("udp".into()));
     assert!(PINGPONG.validate(&p).is_ok());
 }

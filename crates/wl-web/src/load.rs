@@ -42,6 +42,7 @@ use benchlab_core::param::{
     ParamDefault, ParamError, ParamKind, ParamSpec, Params, DURATION, WARMUP,
 };
 use benchlab_core::shape::{Combine, ServerSide, ServiceInfo, ViewSpec, CLIENTS, CLIENTS_PARAM};
+use benchlab_core::ValidationError;
 use benchlab_core::{ClientCtx, MetricSpec, Sample, SideResult, Workload, WorkloadError};
 
 use crate::fileset::{read_url_list, FileSet};
@@ -248,8 +249,8 @@ fn secs(params: &Params, name: &str) -> Result<Duration, WorkloadError> {
 
 impl Config {
     fn read(params: &Params) -> Result<Config, WorkloadError> {
-        if let Err((key, msg)) = LOAD.validate(params) {
-            return Err(WorkloadError::Other(format!("{KIND}: {key}: {msg}")));
+        if let Err(e) = LOAD.validate(params) {
+            return Err(WorkloadError::Other(format!("{KIND}: {e}")));
         }
         Ok(Config {
             file_set: params.str(FILE_SET.name)?.to_string(),
@@ -313,8 +314,8 @@ impl Workload for WebLoad {
         CLIENTS
     }
 
-    fn validate(&self, params: &Params) -> Result<(), (String, String)> {
-        let bad = |k: &str, m: String| Err((k.to_string(), m));
+    fn validate(&self, params: &Params) -> Result<(), ValidationError> {
+        let bad = |k: &str, m: String| Err(ValidationError::new(k, m));
         if let Ok(0) = params.u64(CLIENTS) {
             return bad(CLIENTS, "must be at least 1".into());
         }
@@ -658,13 +659,13 @@ mod tests {
     #[test]
     fn bad_input_names_the_key() {
         let p = params(&[(FILE_SET.name, Value::Str("urls".into()))]);
-        assert_eq!(LOAD.validate(&p).unwrap_err().0, URL_LIST.name);
+        assert_eq!(LOAD.validate(&p).unwrap_err().key, URL_LIST.name);
         let p = params(&[(RATE.name, Value::Float(-1.0))]);
-        assert_eq!(LOAD.validate(&p).unwrap_err().0, RATE.name);
+        assert_eq!(LOAD.validate(&p).unwrap_err().key, RATE.name);
         let p = params(&[(CLIENTS, Value::Int(0))]);
-        assert_eq!(LOAD.validate(&p).unwrap_err().0, CLIENTS);
+        assert_eq!(LOAD.validate(&p).unwrap_err().key, CLIENTS);
         let p = params(&[(SPIN.name, Value::Int(MAX_SPIN as i64 + 1))]);
-        assert_eq!(LOAD.validate(&p).unwrap_err().0, SPIN.name);
+        assert_eq!(LOAD.validate(&p).unwrap_err().key, SPIN.name);
         let p = params(&[(SPIN.name, Value::Int(MAX_SPIN as i64))]);
         assert!(LOAD.validate(&p).is_ok());
         assert!(LOAD.validate(&params(&[])).is_ok());

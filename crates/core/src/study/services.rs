@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::configurations::Configs;
 use super::{Ctx, DeValue, StudyError, Tab, Val, DEFAULT_SERVER_HOST};
 use crate::param::quoted_list;
-use crate::workload::Registry;
+use crate::workload::{Registry, ValidationError};
 
 /// One `[[service]]` of a study.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -161,7 +161,8 @@ impl Ctx<'_> {
         let Some(check) = registry.service_check() else {
             return Ok(());
         };
-        check(spec).map_err(|(key, message)| {
+        check(spec).map_err(|e| {
+            let ValidationError { key, message } = e;
             let span = t.get(key.as_str()).map(|v| v.span()).unwrap_or(item.span());
             let key = if key.is_empty() {
                 path.to_string()

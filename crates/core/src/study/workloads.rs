@@ -559,9 +559,12 @@ impl Ctx<'_> {
             for o in &entry.overrides {
                 let mut p = point.clone();
                 p.0.extend(o.0.clone());
-                if let Err((key, msg)) = wl.validate(&p) {
-                    let span = t.get(key.as_str()).map(|v| v.span()).unwrap_or(item.span());
-                    return Err(self.err(span, &format!("{path}.{key}"), msg));
+                if let Err(e) = wl.validate(&p) {
+                    let span = t
+                        .get(e.key.as_str())
+                        .map(|v| v.span())
+                        .unwrap_or(item.span());
+                    return Err(self.err(span, &format!("{path}.{}", e.key), e.message));
                 }
             }
         }

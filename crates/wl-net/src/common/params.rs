@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use benchlab_core::param::{ParamDefault, ParamError, ParamKind, ParamSpec, Params};
-use benchlab_core::WorkloadError;
+use benchlab_core::{ValidationError, WorkloadError};
 use socket2::{Protocol, Type};
 
 /// The `protocol` parameter shared by all three workloads.
@@ -76,26 +76,32 @@ pub(crate) fn opt_size(params: &Params, name: &str) -> Result<Option<usize>, Wor
 
 /// Common checks for `validate()`: the duration is positive and the warm-up
 /// not negative, when they are set.
-pub(crate) fn validate_times(params: &Params) -> Result<(), (String, String)> {
+pub(crate) fn validate_times(params: &Params) -> Result<(), ValidationError> {
     if let Ok(d) = params.f64("duration_s") {
         if !(d > 0.0 && d.is_finite()) {
-            return Err(("duration_s".into(), format!("must be > 0, got {d}")));
+            return Err(ValidationError::new(
+                "duration_s",
+                format!("must be > 0, got {d}"),
+            ));
         }
     }
     if let Ok(w) = params.f64("warmup_s") {
         if !(w >= 0.0 && w.is_finite()) {
-            return Err(("warmup_s".into(), format!("must be >= 0, got {w}")));
+            return Err(ValidationError::new(
+                "warmup_s",
+                format!("must be >= 0, got {w}"),
+            ));
         }
     }
     Ok(())
 }
 
 /// Checks a socket-buffer size: `setsockopt` takes a C `int`.
-pub(crate) fn validate_buffer(params: &Params, name: &str) -> Result<(), (String, String)> {
+pub(crate) fn validate_buffer(params: &Params, name: &str) -> Result<(), ValidationError> {
     match params.opt_u64(name) {
-        Ok(Some(0)) => Err((name.into(), "must be at least 1 byte".into())),
-        Ok(Some(v)) if v > i32::MAX as u64 => Err((
-            name.into(),
+        Ok(Some(0)) => Err(ValidationError::new(name, "must be at least 1 byte")),
+        Ok(Some(v)) if v > i32::MAX as u64 => Err(ValidationError::new(
+            name,
             format!("must be at most {} bytes (a C int)", i32::MAX),
         )),
         _ => Ok(()),
@@ -109,5 +115,5 @@ pub(crate) fn checked(
     params: &Params,
 ) -> Result<(), WorkloadError> {
     wl.validate(params)
-        .map_err(|(key, msg)| WorkloadError::Other(format!("{}: {key}: {msg}", wl.kind())))
+        .map_err(|e| WorkloadError::Other(format!("{}: {e}", wl.kind())))
 }
