@@ -411,14 +411,9 @@ fn serve_in_a_real_browser() {
         .read_to_string(&mut stderr)
         .unwrap();
     let status = run.wait().unwrap();
-    // Exit status 3 (some repetitions failed) still completes the run:
-    // the demo's iperf3 client fails about one repetition a run on a
-    // loaded machine (its server still busy with the previous test), a
-    // known fault of the adapter, not of the pages this test checks.
-    assert!(
-        matches!(status.code(), Some(0) | Some(3)),
-        "benchlab run: {status}\n{stderr}"
-    );
+    // Every repetition succeeds: iperf3's refusals while its server is
+    // still closing the previous test are waited out by the adapter.
+    assert!(status.success(), "benchlab run: {status}\n{stderr}");
     // No reload: the page's poll updates the row.
     wait_for(15, "the runs list to show run 1 completed", || {
         web.text("#status-1") == "completed"

@@ -369,6 +369,63 @@ pub struct ToolDef {
     pub param: Vec<ParamDef>,
     /// The metrics.
     pub metric: Vec<MetricDef>,
+    /// When an attempt is refused before it measured anything, try again.
+    #[serde(default)]
+    pub retry: Option<RetryDef>,
+}
+
+/// A tool's refusal that measured nothing (iperf3's server still closing
+/// the previous test answers "the server is busy" before any data moves):
+/// the command is run again after a pause, a bounded number of times, and
+/// the sample counts the attempts refused (`retries.NAME`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryDef {
+    /// The reason's name, the counter's suffix (`server_busy`).
+    pub name: String,
+    /// A regular expression matched against the attempt's standard output
+    /// and standard error; a match means the attempt was refused.
+    pub when: String,
+    /// How many more attempts at most.
+    pub attempts: u32,
+    /// The first pause (s); each next pause is twice as long, at most 2 s.
+    pub wait_s: f64,
+}
+
+impl RetryDef {
+    /// The pause before retry `n` (1-based).
+    pub fn pause(&self, n: u32) -> std::time::Duration {
+        let s = self.wait_s * 2f64.powi(n.saturating_sub(1).min(16) as i32);
+        std::time::Duration::from_secs_f64(s.min(2.0))
+    }
+
+    /// Checks the rule; the compiled `when`.
+    pub fn pattern(&self) -> Result<regex::Regex, String> {
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(format!(
+                "retry.name `{}`: use letters, digits and `_`",
+                self.name
+            ));
+        }
+        if !(1..=20).contains(&self.attempts) {
+            return Err(format!(
+                "retry.attempts = {}: allowed 1 to 20",
+                self.attempts
+            ));
+        }
+        if !(self.wait_s.is_finite() && self.wait_s > 0.0 && self.wait_s <= 2.0) {
+            return Err(format!(
+                "retry.wait_s = {}: allowed more than 0 up to 2 (s)",
+                self.wait_s
+            ));
+        }
+        regex::Regex::new(&self.when).map_err(|e| format!("retry.when: {e}"))
+    }
 }
 
 impl ToolDef {
@@ -391,6 +448,9 @@ impl ToolDef {
         }
         if def.timeout_s.is_nan() || def.timeout_s <= 0.0 {
             return Err("timeout_s must be more than 0".into());
+        }
+        if let Some(r) = &def.retry {
+            r.pattern()?;
         }
         Ok(def)
     }
@@ -432,5 +492,33 @@ mod tests {
         assert!(check_metrics(&g, ParserKind::Regex, &["rate".into()])
             .unwrap_err()
             .contains("no such named group in the pattern (groups: rate)"));
+    }
+
+    #[test]
+    fn a_bad_retry_rule_names_its_key() {
+        let base = "kind = \"tool.x\"\nsummary = \"x\"\nprogram = \"x\"\ncommand = \"x\"\nparser = \"lines\"\nrow = \"n\"\ntimeout_s = 1\n[[param]]\nname = \"n\"\nkind = \"count\"\nhelp = \"x\"\n[[metric]]\nname = \"a\"\nunit = \"s\"\nbetter = \"lower\"\nselect = \"a\"\n";
+        let with = |retry: &str| ToolDef::parse(&format!("{base}[retry]\n{retry}"));
+        assert!(with("name = \"busy\"\nwhen = \"busy\"\nattempts = 3\nwait_s = 0.1").is_ok());
+        for (retry, says) in [
+            (
+                "name = \"b\"\nwhen = \"(\"\nattempts = 3\nwait_s = 0.1",
+                "retry.when:",
+            ),
+            (
+                "name = \"b\"\nwhen = \"b\"\nattempts = 0\nwait_s = 0.1",
+                "retry.attempts = 0: allowed 1 to 20",
+            ),
+            (
+                "name = \"b\"\nwhen = \"b\"\nattempts = 3\nwait_s = 5",
+                "retry.wait_s = 5",
+            ),
+            (
+                "name = \"a b\"\nwhen = \"b\"\nattempts = 3\nwait_s = 1",
+                "retry.name `a b`",
+            ),
+        ] {
+            let e = with(retry).unwrap_err();
+            assert!(e.contains(says), "{retry}: {e}");
+        }
     }
 }

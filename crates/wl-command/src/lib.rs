@@ -170,6 +170,9 @@ pub struct CommandWorkload {
 struct Tool {
     def: ToolDef,
     metrics: Vec<MetricSpec>,
+    /// The patterns and the retry rule's, compiled once.
+    patterns: Vec<regex::Regex>,
+    retry: Option<(def::RetryDef, regex::Regex)>,
 }
 
 /// `kind = "command"`: a command on its own.
@@ -217,7 +220,15 @@ impl CommandWorkload {
             params: Box::leak(params.into_boxed_slice()),
             row: def::intern(&def.row),
             server: def.server,
-            tool: Some(Tool { def, metrics }),
+            tool: Some(Tool {
+                patterns: parse::compile_patterns(&def.pattern)?,
+                retry: match &def.retry {
+                    Some(r) => Some((r.clone(), r.pattern()?)),
+                    None => None,
+                },
+                def,
+                metrics,
+            }),
         };
         // Every placeholder of the tool's templates must be known.
         w.check_placeholders(&w.recipe(&Params::default()).map_err(|e| e.message)?, None)
@@ -271,6 +282,7 @@ struct Recipe {
     metrics: Vec<MetricDef>,
     output: Option<String>,
     stderr: bool,
+    retry: Option<(def::RetryDef, regex::Regex)>,
 }
 
 type Problem = ValidationError;
@@ -284,11 +296,11 @@ impl CommandWorkload {
                 shell: d.shell,
                 before: d.before.clone(),
                 parser: d.parser,
-                patterns: parse::compile_patterns(&d.pattern)
-                    .map_err(|e| ValidationError::new("kind", e))?,
+                patterns: t.patterns.clone(),
                 metrics: d.metric.clone(),
                 output: d.output.clone(),
                 stderr: d.stderr,
+                retry: t.retry.clone(),
             });
         }
         let command = params.str("command").map_err(|_| {
@@ -336,6 +348,7 @@ impl CommandWorkload {
             metrics,
             output: params.str("output").ok().map(String::from),
             stderr: params.bool("stderr").unwrap_or(false),
+            retry: None,
         })
     }
 
@@ -559,10 +572,13 @@ impl Workload for CommandWorkload {
             env.push(("BENCHLAB_SERVER_PORT".into(), s.port().to_string()));
         }
         let timeout = Duration::from_secs_f64(params.f64("timeout_s").unwrap_or(600.0));
-        let run = |template: &str| -> Result<exec::Outcome, WorkloadError> {
+        let shown_argv = |template: &str| -> Result<(Vec<String>, String), WorkloadError> {
             let argv = exec::argv(template, r.shell, &lookup).map_err(WorkloadError::Other)?;
             let shown = argv.join(" ");
-            let o = exec::run(&argv, &scratch.0, &env, timeout, &ctx.abort).map_err(|e| match e {
+            Ok((argv, shown))
+        };
+        let start = |argv: &[String], shown: &str| -> Result<exec::Outcome, WorkloadError> {
+            exec::run(argv, &scratch.0, &env, timeout, &ctx.abort).map_err(|e| match e {
                 ExecError::NotFound(p) => {
                     WorkloadError::Unsupported(format!("`{p}` is not installed on this host"))
                 }
@@ -573,7 +589,9 @@ impl Workload for CommandWorkload {
                     if stderr.is_empty() { String::new() } else { format!("; stderr: {stderr}") }
                 )),
                 ExecError::Aborted => WorkloadError::Aborted,
-            })?;
+            })
+        };
+        let succeeded = |o: exec::Outcome, shown: &str| -> Result<exec::Outcome, WorkloadError> {
             if !o.success() {
                 let (which, text) = if o.stderr.trim().is_empty() {
                     ("stdout", &o.stdout)
@@ -589,9 +607,43 @@ impl Workload for CommandWorkload {
             Ok(o)
         };
         for b in &r.before {
-            run(b)?;
+            let (argv, shown) = shown_argv(b)?;
+            succeeded(start(&argv, &shown)?, &shown)?;
         }
-        let o = run(&r.command)?;
+        let (argv, shown) = shown_argv(&r.command)?;
+        let mut refused = 0u32;
+        let o = loop {
+            let o = start(&argv, &shown)?;
+            let Some((rule, when)) = &r.retry else {
+                break o;
+            };
+            if !(when.is_match(&o.stdout) || when.is_match(&o.stderr)) {
+                break o;
+            }
+            if refused == rule.attempts {
+                let (which, text) = if when.is_match(&o.stderr) {
+                    ("stderr", &o.stderr)
+                } else {
+                    ("stdout", &o.stdout)
+                };
+                return Err(WorkloadError::Other(format!(
+                    "`{shown}` was refused ({}) on every one of {} attempts; the last one's {which}: {}",
+                    rule.name,
+                    rule.attempts + 1,
+                    exec::tail(text, 10)
+                )));
+            }
+            refused += 1;
+            // The pause, cut short when the point is abandoned.
+            let until = std::time::Instant::now() + rule.pause(refused);
+            while std::time::Instant::now() < until {
+                if ctx.abort.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(WorkloadError::Aborted);
+                }
+                std::thread::sleep(Duration::from_millis(10).min(rule.pause(refused)));
+            }
+        };
+        let o = succeeded(o, &shown)?;
         let text = match &r.output {
             Some(file) => {
                 let path = substitute_path(file, &lookup, &scratch.0)?;
@@ -615,6 +667,10 @@ impl Workload for CommandWorkload {
         side.values
             .insert("command_wall_s".into(), o.wall.as_secs_f64());
         side.values.insert("command_cpu_s".into(), o.cpu_s);
+        if let Some((rule, _)) = &r.retry {
+            side.counters
+                .insert(format!("retries.{}", rule.name), u64::from(refused));
+        }
         side.peak_rss_kib = benchlab_core::cpu::peak_rss_kib();
         Ok(side)
     }
@@ -808,6 +864,35 @@ mod tests {
                 "{}",
                 t.kind
             );
+        }
+    }
+
+    /// iperf3's refusals are retried only when no interval was measured:
+    /// a test that failed halfway is a failed repetition, not a refusal.
+    #[test]
+    fn iperf3_retries_refusals_only() {
+        let w = command_workload("tool.iperf3").unwrap();
+        let rule = w.tool.as_ref().unwrap().def.retry.as_ref().unwrap();
+        let when = rule.pattern().unwrap();
+        let doc = |intervals: &str, error: &str| {
+            format!("{{\n\t\"start\":\t{{\n\t}},\n\t\"intervals\":\t[{intervals}],\n\t\"end\":\t{{\n\t}},\n\t\"error\":\t\"{error}\"\n}}")
+        };
+        for e in [
+            "the server is busy running a test. try again later",
+            "unable to connect to server: Connection refused",
+            "unable to receive control message: Connection reset by peer",
+        ] {
+            assert!(when.is_match(&doc("", e)), "{e}");
+            assert!(
+                !when.is_match(&doc("{\"sum\": {}}", e)),
+                "{e} after an interval"
+            );
+        }
+        for e in [
+            "unable to connect to server: No route to host",
+            "control socket has closed unexpectedly",
+        ] {
+            assert!(!when.is_match(&doc("", e)), "{e}");
         }
     }
 

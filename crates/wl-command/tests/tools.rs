@@ -167,6 +167,156 @@ fn iperf3_bytes_match_what_a_relay_forwarded() {
     );
 }
 
+/// iperf3's server runs one test at a time: a client arriving while
+/// another's test runs is refused before any data moves. The adapter waits
+/// and tries again, and the sample counts the refusals.
+#[test]
+fn iperf3_waits_for_a_busy_server() {
+    if !have("iperf3", "iperf3") {
+        return;
+    }
+    let port = free_port();
+    let port_s = port.to_string();
+    let _server = Server::start(&["iperf3", "-s", "-B", "127.0.0.1", "-p", &port_s], port);
+    // Another client holds the server for 2 s; its test has begun once it
+    // printed its first interval. (It may itself be refused at first: the
+    // server is still closing the connection that saw it listening.)
+    let mut held = None;
+    for _ in 0..50 {
+        let mut other = Command::new("iperf3")
+            .args([
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &port_s,
+                "-t",
+                "2",
+                "-i",
+                "0.2",
+                "--forceflush",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(other.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("/sec") {
+            line.clear();
+            if std::io::BufRead::read_line(&mut out, &mut line).unwrap() == 0 {
+                break;
+            }
+        }
+        if line.contains("/sec") {
+            held = Some((other, out));
+            break;
+        }
+        other.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (mut other, mut out) = held.expect("another client's test started");
+    let w = tool("tool.iperf3");
+    let p = params(w, &[("message_size", Value::Int(16384))]);
+    let sample = run(w, &p, Some(format!("127.0.0.1:{port}").parse().unwrap())).unwrap();
+    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+    let held = other.wait().unwrap();
+    assert!(held.success(), "the other client: {held}");
+    let refused = sample.client.counter("retries.server_busy");
+    assert!(refused >= 1, "no refusal counted while busy: {sample:?}");
+    assert!(sample.metrics["bytes_received"] > 0.0, "{sample:?}");
+    // Its own test ran only after the other's 2 s ended: its command
+    // (refusals, pauses and its 1 s test) took more than 1 s.
+    assert!(sample.metrics["command_wall_s"] >= 1.0, "{sample:?}");
+}
+
+/// Between two tests iperf3's server closes its listening socket and opens
+/// it again: a client in that gap is refused a connection, and tries again.
+#[test]
+fn iperf3_waits_for_its_server_to_listen_again() {
+    if !have("iperf3", "iperf3") {
+        return;
+    }
+    let port = free_port();
+    let port_s = port.to_string();
+    // Nothing listens for the first 0.4 s.
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        Server::start(&["iperf3", "-s", "-B", "127.0.0.1", "-p", &port_s], port)
+    });
+    let w = tool("tool.iperf3");
+    let p = params(w, &[("message_size", Value::Int(16384))]);
+    let result = run(w, &p, Some(format!("127.0.0.1:{port}").parse().unwrap()));
+    let _server = late.join().unwrap();
+    let sample = result.unwrap();
+    assert!(
+        sample.client.counter("retries.server_busy") >= 1,
+        "{sample:?}"
+    );
+    assert!(sample.metrics["bytes_received"] > 0.0, "{sample:?}");
+}
+
+/// A tool file whose command appends to `log` each attempt and is refused
+/// while the log has fewer than `ok_from` lines.
+fn refusing_tool(log: &std::path::Path, ok_from: usize) -> CommandWorkload {
+    let def = benchlab_wl_command::def::ToolDef::parse(&format!(
+        r#"
+kind = "tool.refusing"
+summary = "refused until an attempt"
+program = "sh"
+command = "sh -c 'echo . >> {log}; if [ $(wc -l < {log}) -lt {ok_from} ]; then echo go away: busy; else echo n: 1; fi'"
+parser = "lines"
+row = "size"
+timeout_s = 10
+[[param]]
+name = "size"
+kind = "count"
+default = 1
+help = "unused"
+[[metric]]
+name = "n"
+unit = "count"
+better = "higher"
+select = "n"
+[retry]
+name = "busy"
+when = "go away: [a-z]+"
+attempts = 2
+wait_s = 0.01
+"#,
+        log = log.display()
+    ))
+    .unwrap();
+    CommandWorkload::from_tool(def).unwrap()
+}
+
+#[test]
+fn a_refusal_is_retried_a_bounded_number_of_times() {
+    let dir = tempfile::tempdir().unwrap();
+    // Refused twice, then served: two retries counted.
+    let log = dir.path().join("a");
+    let w = refusing_tool(&log, 3);
+    let sample = run(&w, &params(&w, &[]), None).unwrap();
+    assert_eq!(sample.client.counter("retries.busy"), 2);
+    assert_eq!(sample.metrics["n"], 1.0);
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 3);
+    // Never served: three attempts, then the point fails with the reason.
+    let log = dir.path().join("b");
+    let w = refusing_tool(&log, 100);
+    let e = err(&w, &params(&w, &[])).to_string();
+    assert!(
+        e.contains("was refused (busy) on every one of 3 attempts")
+            && e.contains("stdout: go away: busy"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 3);
+    // Served at once: no retry, the counter says 0.
+    let log = dir.path().join("c");
+    let w = refusing_tool(&log, 1);
+    let sample = run(&w, &params(&w, &[]), None).unwrap();
+    assert_eq!(sample.client.counter("retries.busy"), 0);
+    assert!(sample.client.counters.contains_key("retries.busy"));
+}
+
 fn redis_info(port: u16, field: &str) -> u64 {
     let out = Command::new("redis-cli")
         .args(["-p", &port.to_string(), "INFO", "stats"])
