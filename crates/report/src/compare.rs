@@ -3,9 +3,11 @@
 //! columns are those (run, configuration) pairs, matching points by
 //! workload, metric and parameters, with advantages over a baseline.
 
+use crate::figures::{advantages, average_row};
 use crate::import::{is_published, published_label};
-use crate::model::{advantages, average_row, Advantage, Row, RunReport, Table};
-use crate::views::{self, View};
+use crate::model::View;
+use crate::model::{Advantage, Row, RunReport, Table};
+use crate::views;
 use benchlab_core::Better;
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow};
@@ -312,7 +314,7 @@ pub fn regressions(report: &RunReport, threshold_pct: f64) -> Vec<Regression> {
                         column: t.columns[i + 1].clone(),
                         what: format!(
                             "{} · {} {}",
-                            crate::render::title_of(t),
+                            crate::format::title_of(t),
                             t.row_param,
                             r.label
                         ),

@@ -6,38 +6,8 @@
 use std::fmt::Write;
 
 use benchlab_core::study::Crosscheck;
-use serde::{Deserialize, Serialize};
 
-use crate::model::{PointResult, NOISE_PCT};
-
-/// One paired point: the native figure over the classic one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CrosscheckRow {
-    /// Native workload name.
-    pub native: String,
-    /// Classic workload name.
-    pub classic: String,
-    /// The two metrics compared (`throughput_mbps` / `throughput_Mbps`).
-    pub metrics: (String, String),
-    /// Configuration name.
-    pub configuration: String,
-    /// The native point's label.
-    pub point: String,
-    /// Mean of the native repetitions.
-    pub native_mean: f64,
-    /// Mean of the classic repetitions.
-    pub classic_mean: f64,
-    /// Repetitions with a figure (native, classic).
-    pub n: (usize, usize),
-    /// native mean / classic mean.
-    pub ratio: f64,
-    /// Its 95 % interval (Fieller's, for the ratio of means), when both
-    /// sides have two repetitions or more and it is bounded.
-    pub ci: Option<(f64, f64)>,
-    /// `agree`: the interval lies within ±noise of 1; `disagree`: it
-    /// excludes that band; `inconclusive`; `too few repetitions`.
-    pub verdict: String,
-}
+use crate::model::{CrosscheckRow, PointResult, NOISE_PCT};
 
 fn finite(v: Option<&Vec<f64>>) -> Vec<f64> {
     v.map(|v| v.iter().copied().filter(|x| x.is_finite()).collect())

@@ -22,9 +22,10 @@ use std::fmt::Write;
 use benchlab_core::Better;
 use benchlab_stats::{Verdict, DEFAULT_NOISE_PCT};
 
+use crate::format::{cell_text, group_thousands, title_of};
 use crate::model::{Advantage, RunReport, Table};
-use crate::render::{cell_text, group_thousands, title_of};
-use crate::views::{self, CurveView, Matrix, MatrixView, View};
+use crate::model::{CurveView, Matrix, MatrixView, View};
+use crate::views;
 
 /// Series colours (Okabe–Ito, distinguishable with the common forms of
 /// colour blindness: M. Okabe and K. Ito, "Color Universal Design", 2008).
@@ -435,7 +436,7 @@ fn table_section(t: &Table, index: usize, o: &mut String) {
                 o,
                 "<td class=\"{}\">{}</td><td class=\"{}\">{}</td>",
                 verdict_class(a),
-                esc(&crate::render::advantage_text(a, t.advantage_decimals)),
+                esc(&crate::format::advantage_text(a, t.advantage_decimals)),
                 verdict_class(a),
                 esc(&ci)
             );
@@ -903,7 +904,7 @@ fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
     o.push_str("<g class=\"data\">\n");
     for (c, line) in v.lines.iter().enumerate() {
         let colour = COLOURS[c % COLOURS.len()];
-        let pts: Vec<(usize, &views::CurvePoint)> = line
+        let pts: Vec<(usize, &crate::model::CurvePoint)> = line
             .points
             .iter()
             .enumerate()

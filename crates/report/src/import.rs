@@ -68,7 +68,8 @@ use benchlab_core::Better;
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, RunRow, RunStatus};
 
-use crate::model::{advantages, average_row, Advantage, Cell, Row, RunReport, Table};
+use crate::figures::{advantages, average_row};
+use crate::model::{Advantage, Cell, Row, RunReport, Table};
 
 /// The header line of layout v1.
 pub const HEADER: &str =

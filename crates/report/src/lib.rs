@@ -5,8 +5,11 @@
 //! never measures and never queries; loading never consults the registry
 //! of workloads ([`upgrade`] brings an older store up once).
 
+pub mod build;
 pub mod compare;
 pub mod crosscheck;
+pub mod figures;
+pub mod format;
 pub mod html;
 pub mod import;
 pub mod load;

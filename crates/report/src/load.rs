@@ -16,7 +16,7 @@ use benchlab_store::{Store, StoreError, READING_VERSION};
 
 use crate::compare::{self, Side};
 use crate::import::is_published;
-use crate::model::{self, RunReport, SettingChange};
+use crate::model::{RunReport, SettingChange};
 
 /// Which runs a report shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,8 +160,8 @@ fn run_report(store: &Store, run_id: i64) -> Result<RunReport, LoadError> {
     let plan = ResolvedPlan::from_json(&text).map_err(|e| unreadable(e.to_string()))?;
     let points = store.points(run_id)?;
     let samples = store.samples(run_id)?;
-    let notes = model::notes(&points, &configurations, &store.notes(run_id)?);
-    let mut r = model::build(
+    let notes = crate::build::notes(&points, &configurations, &store.notes(run_id)?);
+    let mut r = crate::build::build(
         &run,
         &plan,
         &configurations,
@@ -171,9 +171,9 @@ fn run_report(store: &Store, run_id: i64) -> Result<RunReport, LoadError> {
         &notes,
     );
     r.settings = settings_changed(store, &plan, run_id)?;
-    r.services = model::services(&r.configurations, store.services(run_id)?);
+    r.services = crate::build::services(&r.configurations, store.services(run_id)?);
     r.events = store.events(run_id)?;
-    r.latency = model::latency_views(
+    r.latency = crate::build::latency_views(
         &points,
         &samples,
         &plan,

@@ -3,8 +3,8 @@
 
 use benchlab_stats::{Drift, BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
 
+use crate::format::selection_text;
 use crate::model::{RunReport, NOISE_PCT};
-use crate::render::selection_text;
 
 /// The legend of the tables: what a figure is, what ± means, how an
 /// advantage is computed and what its marks say.
@@ -56,7 +56,7 @@ pub fn control(report: &RunReport) -> Option<(String, Vec<(String, String)>)> {
         .map(|c| {
             (
                 format!("{} · {}", c.table, c.row),
-                crate::render::advantage_text(&c.advantage, 2),
+                crate::format::advantage_text(&c.advantage, 2),
             )
         })
         .collect();

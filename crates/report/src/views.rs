@@ -23,252 +23,12 @@ use benchlab_core::study::Selection;
 use benchlab_core::units::format_size;
 use benchlab_core::{Better, MatrixSummary, Value, ViewSpec};
 use benchlab_stats as stats;
-use serde::{Deserialize, Serialize};
 
-use crate::model::PointResult;
-use crate::render::group_thousands;
-
-pub use benchlab_core::resolved::MetricInfo;
-
-/// What the views of one workload are built from: plain data, so that
-/// it can be read from a stored plan as well as from the registry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadPlan {
-    /// The workload's name in the study (points carry it).
-    pub workload: String,
-    /// Its kind.
-    pub kind: String,
-    /// The views it asks for.
-    pub views: Vec<ViewSpec>,
-    /// Every metric it derives.
-    pub metrics: Vec<MetricInfo>,
-    /// Parameters whose values are byte counts (axis labels `64KiB`).
-    #[serde(default)]
-    pub byte_params: Vec<String>,
-    /// The metrics of its tables: a matrix of one of them also gets its
-    /// summary as a table, with advantages and verdicts.
-    #[serde(default)]
-    pub table_metrics: Vec<String>,
-}
-
-impl WorkloadPlan {
-    fn metric(&self, name: &str) -> MetricInfo {
-        self.metrics
-            .iter()
-            .find(|m| m.name == name)
-            .cloned()
-            .unwrap_or_else(|| MetricInfo {
-                name: name.to_string(),
-                label: name.to_string(),
-                better: Better::Higher,
-                decimals: 0,
-                combine: benchlab_core::Combine::Mean,
-            })
-    }
-
-    /// Whether the workload asks for tables (every workload does unless
-    /// it declares views without one).
-    pub fn has_table(&self) -> bool {
-        self.views.is_empty()
-            || self
-                .views
-                .iter()
-                .any(|v| matches!(v, ViewSpec::Table { .. }))
-    }
-}
-
-/// Notes on how the figures of a view were obtained, supplied by the
-/// caller from the view's points (a cache mode, a size scale).
-pub type Notes<'a> = &'a dyn Fn(&[&PointResult]) -> Vec<String>;
-
-/// A view ready to render.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "view", rename_all = "lowercase")]
-pub enum View {
-    /// Matrices of two parameters, one per configuration and metric.
-    Matrix(MatrixView),
-    /// A metric against a parameter, one line per configuration.
-    Curve(CurveView),
-}
-
-impl View {
-    /// The workload the view belongs to.
-    pub fn workload(&self) -> &str {
-        match self {
-            View::Matrix(m) => &m.workload,
-            View::Curve(c) => &c.workload,
-        }
-    }
-}
-
-/// One matrix: a configuration's figures of one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Matrix {
-    /// Configuration name.
-    pub configuration: String,
-    /// Metric key.
-    pub metric: String,
-    /// The metric's caption.
-    pub title: String,
-    /// Decimals shown.
-    pub decimals: usize,
-    /// Better direction (the heat map's colour runs from worse to better).
-    pub better: Better,
-    /// `cells[row][col]`: the quoted figure, None where the point was not
-    /// planned or has no figure.
-    pub cells: Vec<Vec<Option<f64>>>,
-    /// The view's summary over the cells, when every planned cell has a
-    /// figure.
-    pub summary: Option<f64>,
-}
-
-/// The matrices of one workload at fixed values of its other swept
-/// parameters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MatrixView {
-    /// Workload name.
-    pub workload: String,
-    /// Workload kind.
-    pub kind: String,
-    /// The other swept parameters' values (`cache=direct`), or empty.
-    pub fixed: String,
-    /// The parameter of the rows.
-    pub row_param: String,
-    /// The parameter of the columns.
-    pub col_param: String,
-    /// Row labels, in numeric order.
-    pub rows: Vec<String>,
-    /// Column labels, in numeric order.
-    pub cols: Vec<String>,
-    /// How each matrix is summarised.
-    pub summary: MatrixSummary,
-    /// How the figures were obtained.
-    pub notes: Vec<String>,
-    /// Per configuration (study order), per metric (the view's order).
-    pub matrices: Vec<Matrix>,
-}
-
-impl MatrixView {
-    /// The summary's name in words.
-    pub fn summary_text(&self) -> &'static str {
-        match self.summary {
-            MatrixSummary::GeoMean => "geometric mean",
-            MatrixSummary::Mean => "mean",
-        }
-    }
-}
-
-/// One figure of a curve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CurvePoint {
-    /// The quoted figure.
-    pub value: f64,
-    /// Its confidence interval, when there are enough repetitions.
-    pub ci: Option<stats::Interval>,
-    /// Repetitions behind it.
-    pub n: usize,
-}
-
-/// Where a line is best, and how far it falls after that.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Peak {
-    /// Index into the curve's x values.
-    pub index: usize,
-    /// The x label there.
-    pub x: String,
-    /// The figure there.
-    pub value: f64,
-    /// After the peak: the last x with a figure, its figure and how much
-    /// worse it is than the peak in % of the peak (falls for
-    /// higher-is-better, rises for lower-is-better); None when the peak is
-    /// the last figure.
-    pub decline: Option<Decline>,
-}
-
-/// The drop after a peak.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Decline {
-    /// The last x with a figure.
-    pub x: String,
-    /// Its figure.
-    pub value: f64,
-    /// How much worse than the peak, in % of the peak.
-    pub pct: f64,
-}
-
-/// One configuration's line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CurveLine {
-    /// Configuration name.
-    pub configuration: String,
-    /// One entry per x value (None: no figure).
-    pub points: Vec<Option<CurvePoint>>,
-    /// Its peak, when it has any figure.
-    pub peak: Option<Peak>,
-}
-
-/// A configuration's peak against the first configuration's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PeakRatio {
-    /// The configuration.
-    pub configuration: String,
-    /// The baseline (the first configuration with a peak).
-    pub baseline: String,
-    /// How many times better its peak is than the baseline's (peak ÷
-    /// baseline peak when higher is better, the inverse when lower is).
-    pub ratio: f64,
-}
-
-/// A metric against a parameter, one line per configuration: a scaling
-/// curve when the parameter is `clients`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CurveView {
-    /// Workload name.
-    pub workload: String,
-    /// Workload kind.
-    pub kind: String,
-    /// The other swept parameters' values, or empty.
-    pub fixed: String,
-    /// The x parameter.
-    pub x_param: String,
-    /// Metric key.
-    pub metric: String,
-    /// The metric's caption.
-    pub title: String,
-    /// Decimals shown.
-    pub decimals: usize,
-    /// Better direction.
-    pub better: Better,
-    /// The x labels, in numeric order.
-    pub x: Vec<String>,
-    /// The x values (NaN for a non-numeric parameter).
-    #[serde(with = "nan_vec")]
-    pub x_values: Vec<f64>,
-    /// One line per configuration with figures.
-    pub lines: Vec<CurveLine>,
-    /// Each other configuration's peak against the baseline's.
-    pub ratios: Vec<PeakRatio>,
-    /// How the figures were obtained.
-    pub notes: Vec<String>,
-    /// The sentences every renderer prints under the curve: where each
-    /// line peaks and falls, and how the peaks compare.
-    pub findings: Vec<String>,
-}
-
-/// Serde for a vector of floats that may hold NaN (JSON null).
-mod nan_vec {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        let o: Vec<Option<f64>> = v.iter().map(|x| x.is_finite().then_some(*x)).collect();
-        o.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        let o = Vec::<Option<f64>>::deserialize(d)?;
-        Ok(o.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
-    }
-}
+use crate::format::group_thousands;
+use crate::model::{
+    CurveLine, CurvePoint, CurveView, Decline, Matrix, MatrixView, Notes, Peak, PeakRatio,
+    PointResult, View, WorkloadPlan,
+};
 
 /// `x` of parameter `param` in words: `1 client`, `48 clients`,
 /// `file_size 4MiB`.
@@ -388,7 +148,7 @@ fn label_of(p: &PointResult, param: &str) -> String {
 fn quoted(p: &PointResult, metric: &str, sel: Selection) -> Option<CurvePoint> {
     let all = p.metrics.get(metric)?;
     let ok: Vec<f64> = all.iter().copied().filter(|x| x.is_finite()).collect();
-    let (value, ci) = crate::model::quoted(&ok, None, sel)?;
+    let (value, ci) = crate::figures::quoted(&ok, None, sel)?;
     Some(CurvePoint {
         value,
         ci,
@@ -785,7 +545,8 @@ pub fn summary_tables(
     configurations: &[String],
     selection: Selection,
 ) -> Vec<crate::model::Table> {
-    use crate::model::{advantages, Cell, Row, Table};
+    use crate::figures::advantages;
+    use crate::model::{Cell, Row, Table};
     let mut out = Vec::new();
     for plan in plans {
         let wpoints: Vec<&PointResult> = points
@@ -890,7 +651,7 @@ fn summary_cell(
         .iter()
         .map(|m| {
             let ok: Vec<f64> = m.iter().copied().filter(|x| x.is_finite()).collect();
-            crate::model::quoted(&ok, None, selection).map(|q| q.0)
+            crate::figures::quoted(&ok, None, selection).map(|q| q.0)
         })
         .collect::<Option<_>>()?;
     let value = summarise(summary, &quoted)?;
@@ -1097,6 +858,7 @@ pub fn summary_rows(v: &MatrixView) -> Vec<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::MetricInfo;
 
     fn point(config: &str, params: &[(&str, i64)], metrics: &[(&str, &[f64])]) -> PointResult {
         PointResult {

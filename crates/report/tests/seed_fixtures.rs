@@ -241,7 +241,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
     };
     // fs.matrix's declaration: the matrix view of the per-cell means,
     // which are also its table metric.
-    let plan = views::WorkloadPlan {
+    let plan = benchlab_report::model::WorkloadPlan {
         workload: "iozone".into(),
         kind: "fs.matrix".into(),
         views: vec![benchlab_core::ViewSpec::Matrix {

@@ -6,7 +6,8 @@
 use benchlab_core::plan::RunOptions;
 use benchlab_core::study::Selection;
 use benchlab_core::Better;
-use benchlab_report::model::{advantages, Cell, Row, Table};
+use benchlab_report::figures::advantages;
+use benchlab_report::model::{Cell, Row, Table};
 use benchlab_report::{html, render, Format, RunReport};
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, RunRow, RunStatus};
