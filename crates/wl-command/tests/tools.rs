@@ -1,11 +1,14 @@
 //! The adapters against the real programs (Debian's packages), each parsed
 //! metric checked against a figure the tool did not print: the file fio
 //! wrote, the bytes a relay between iperf3's client and server forwarded,
-//! redis-server's own command counter, the kernel's CPU accounting of the
-//! child. And the failures: a bad path, a missing program, a non-zero
-//! exit, garbage, a hang past the time limit — each a clear error on the
-//! point with nothing left running.
+//! redis-server's own command counter, PostgreSQL's commit counter and the
+//! rows pgbench appended, the messages a relay forwarded for sockperf, the
+//! bytes the kernel counted sysbench fileio reading and writing, the
+//! kernel's CPU accounting of the child. And the failures: a bad path, a
+//! missing program, a non-zero exit, garbage, a hang past the time limit —
+//! each a clear error on the point with nothing left running.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -82,6 +85,14 @@ impl Drop for Server {
     }
 }
 
+/// Held by each iperf3 test: one at a time, so that one test's clients
+/// and probes never meet another's server (a port just freed by
+/// `free_port` may be handed out again).
+fn iperf3_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn s(x: &str) -> Value {
     Value::Str(x.into())
 }
@@ -130,6 +141,7 @@ fn iperf3_bytes_match_what_a_relay_forwarded() {
     if !have("iperf3", "iperf3") {
         return;
     }
+    let _turn = iperf3_turn();
     let port = free_port();
     let port_s = port.to_string();
     let _server = Server::start(&["iperf3", "-s", "-B", "127.0.0.1", "-p", &port_s], port);
@@ -175,6 +187,7 @@ fn iperf3_waits_for_a_busy_server() {
     if !have("iperf3", "iperf3") {
         return;
     }
+    let _turn = iperf3_turn();
     let port = free_port();
     let port_s = port.to_string();
     let _server = Server::start(&["iperf3", "-s", "-B", "127.0.0.1", "-p", &port_s], port);
@@ -236,6 +249,7 @@ fn iperf3_waits_for_its_server_to_listen_again() {
     if !have("iperf3", "iperf3") {
         return;
     }
+    let _turn = iperf3_turn();
     let port = free_port();
     let port_s = port.to_string();
     // Nothing listens for the first 0.4 s.
@@ -315,6 +329,301 @@ fn a_refusal_is_retried_a_bounded_number_of_times() {
     let sample = run(&w, &params(&w, &[]), None).unwrap();
     assert_eq!(sample.client.counter("retries.busy"), 0);
     assert!(sample.client.counters.contains_key("retries.busy"));
+}
+
+/// A TCP front on loopback for a Unix socket, while it lives: the test
+/// PostgreSQL listens on its socket only, and the pgbench adapter reaches
+/// its service by address and port, as a study's would.
+struct UnixFront {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl UnixFront {
+    fn start(socket: std::path::PathBuf) -> UnixFront {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(tcp) = tcp else { continue };
+                let unix = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+                let (mut t2, mut u2) = (tcp.try_clone().unwrap(), unix.try_clone().unwrap());
+                let (mut t1, mut u1) = (tcp, unix);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut t1, &mut u1);
+                    let _ = u1.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut u2, &mut t2);
+                    let _ = t2.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        UnixFront {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for UnixFront {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `pg_stat_database`'s committed and rolled-back transactions of `db`,
+/// once they stop changing: each backend reports its counts when it exits,
+/// a moment after its client has gone.
+fn pg_xacts(pg: &benchlab_testkit::pg::PgServer, db: &str) -> (u64, u64) {
+    let read = || {
+        // From another database: this query's own commit is not counted.
+        let row = pg.psql(
+            "postgres",
+            &format!(
+                "SELECT pg_stat_clear_snapshot(); SELECT xact_commit || ' ' || xact_rollback FROM pg_stat_database WHERE datname = '{db}'"
+            ),
+        );
+        let mut it = row.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+        (it.next().unwrap(), it.next().unwrap())
+    };
+    let mut last = read();
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = read();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[test]
+fn pgbench_transactions_match_postgresqls_commits() {
+    if !have("pgbench", "postgresql-client") {
+        return;
+    }
+    let pg = match benchlab_testkit::pg::shared() {
+        Ok(pg) => pg,
+        Err(what) => return benchlab_testkit::missing(what),
+    };
+    let db = "pgbench_adapter";
+    pg.create_database(db);
+    let front = UnixFront::start(pg.socket_dir().join(".s.PGSQL.5432"));
+    let w = tool("tool.pgbench");
+    let p = params(
+        w,
+        &[
+            ("clients", Value::Int(2)),
+            ("user", s(benchlab_testkit::pg::SUPERUSER)),
+            ("database", s(db)),
+        ],
+    );
+    let (c0, r0) = pg_xacts(&pg, db);
+    let sample = run(w, &p, Some(front.addr)).unwrap();
+    let (c1, r1) = pg_xacts(&pg, db);
+    drop(front);
+    let n = sample.metrics["transactions"];
+    assert!(n > 0.0, "{sample:?}");
+    // Every TPC-B-like transaction appends one row to pgbench_history,
+    // which `pgbench -i` made empty: the database's own count.
+    let rows: f64 = pg
+        .psql(db, "SELECT count(*) FROM pgbench_history")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(rows, n, "pgbench_history rows vs transactions");
+    // PostgreSQL's commit counter: the transactions, and besides them the
+    // initialization's and each session's few statements.
+    let commits = (c1 - c0) as f64;
+    assert_eq!(r1 - r0, 0, "rolled back");
+    assert!(
+        commits >= n && commits <= n + 100.0,
+        "{commits} commits for {n} transactions"
+    );
+    // tps × the test's second is the transactions.
+    let implied = sample.metrics["tps"] * 1.0;
+    assert!(
+        (implied - n).abs() <= n * 0.1 + 2.0,
+        "tps {implied} vs {n} transactions in 1 s"
+    );
+    // Latency × tps is the clients kept busy (2), within what the time
+    // spent connecting and in pgbench's own threads leaves.
+    let busy = sample.metrics["latency_ms"] / 1000.0 * sample.metrics["tps"];
+    assert!((1.5..=2.05).contains(&busy), "latency × tps = {busy}");
+}
+
+#[test]
+fn sockperf_messages_match_what_a_relay_forwarded() {
+    if !have("sockperf", "sockperf") {
+        return;
+    }
+    let port = free_port();
+    let port_s = port.to_string();
+    let _server = Server::start(
+        &["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", &port_s],
+        port,
+    );
+    let relay = benchlab_testbed::relay::start(benchlab_testbed::relay::RelayConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: format!("127.0.0.1:{port}").parse().unwrap(),
+        delay: Duration::ZERO,
+        protocol: benchlab_testbed::relay::RelayProtocol::Tcp,
+    })
+    .unwrap();
+    let w = tool("tool.sockperf");
+    let size = 64;
+    let p = params(w, &[("message_size", Value::Int(size))]);
+    let sample = run(w, &p, Some(relay.local_addr())).unwrap();
+    let stats = relay.stop();
+    let m = |k: &str| sample.metrics[k];
+    let (sent, received) = (m("messages_sent"), m("messages_received"));
+    let up = stats.tcp.to_upstream.bytes as f64 / size as f64;
+    let down = stats.tcp.to_client.bytes as f64 / size as f64;
+    assert!(
+        sent > 0.0 && received > 0.0 && received <= sent,
+        "{sample:?}"
+    );
+    // Every message sockperf counts sent (its warm-up's too) crossed the
+    // relay whole, and every reply it counts came back through it (one
+    // more may arrive after its timer ended the count).
+    assert_eq!(up, sent, "relay: {up} messages to the server");
+    assert!(
+        down >= received && down <= sent,
+        "relay: {down} replies; sockperf received {received} of {sent}"
+    );
+    // One message in flight at a time: the run's second over the round
+    // trips the relay saw is a round trip, and half of it sockperf's mean
+    // (over its measured part of the second, after its warm-up).
+    let half_rtt_us = 1e6 / up / 2.0;
+    let mean = m("latency_us");
+    assert!(
+        (half_rtt_us / mean - 1.0).abs() <= 0.35,
+        "relay: {half_rtt_us:.2} µs per half round trip; sockperf's mean {mean} µs"
+    );
+    assert!(m("p50_us") <= m("p99_us"), "{sample:?}");
+}
+
+/// `/proc/self/io`'s fields: this process's I/O and that of the children
+/// it has waited for.
+fn proc_io() -> BTreeMap<String, u64> {
+    std::fs::read_to_string("/proc/self/io")
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// sysbench fileio's reads and writes against the bytes the kernel counted
+/// its process reading and writing (`/proc/PID/io`'s rchar and wchar,
+/// which a parent inherits from the children it waits for). Run in a
+/// process of its own (this test binary again, this test only), so that
+/// no other test's children are counted.
+#[test]
+fn sysbench_fileio_operations_match_the_kernels_io_count() {
+    const CHILD: &str = "BENCHLAB_TEST_SYSBENCH_FILEIO_CHILD";
+    if !have("sysbench", "sysbench") {
+        return;
+    }
+    let (file_size, block) = (16u64 << 20, 16u64 << 10);
+    if std::env::var_os(CHILD).is_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = tool("tool.sysbench-fileio");
+        let p = params(
+            w,
+            &[
+                ("file_size", Value::Int(file_size as i64)),
+                ("files", Value::Int(4)),
+                ("block_size", Value::Int(block as i64)),
+                ("scratch_parent", s(dir.path().to_str().unwrap())),
+            ],
+        );
+        let before = proc_io();
+        let sample = run(w, &p, None).unwrap();
+        let after = proc_io();
+        let d = |k: &str| after[k] - before[k];
+        // The scratch directory and its files are gone with the run.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        println!(
+            "RESULT {} {} {}",
+            d("rchar"),
+            d("wchar"),
+            serde_json::to_string(&sample.metrics).unwrap()
+        );
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sysbench_fileio_operations_match_the_kernels_io_count",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find_map(|l| Some(&l[l.find("RESULT ")? + 7..]))
+        .unwrap_or_else(|| panic!("no result in {text}"));
+    let mut parts = line.splitn(3, ' ');
+    let rchar: f64 = parts.next().unwrap().parse().unwrap();
+    let wchar: f64 = parts.next().unwrap().parse().unwrap();
+    let metrics: BTreeMap<String, f64> = serde_json::from_str(parts.next().unwrap()).unwrap();
+    let m = |k: &str| metrics[k];
+    let t = m("total_time_s");
+    let (reads, writes, fsyncs) = (
+        m("reads_per_s") * t,
+        m("writes_per_s") * t,
+        m("fsyncs_per_s") * t,
+    );
+    let block = block as f64;
+    // Reads: whole blocks, and a little besides (sysbench's scripts, the
+    // output pipes this process read): within 1% and 256 KiB.
+    let read_blocks = rchar / block;
+    assert!(
+        reads > 0.0 && (read_blocks - reads).abs() <= reads * 0.01 + 16.0,
+        "kernel: {rchar} B read = {read_blocks:.1} blocks; sysbench: {reads:.1} reads"
+    );
+    // Writes: the prepared files (16 MiB), then the run's blocks.
+    let written_blocks = (wchar - file_size as f64) / block;
+    assert!(
+        writes > 0.0 && (written_blocks - writes).abs() <= writes * 0.01 + 16.0,
+        "kernel: {wchar} B written = {written_blocks:.1} blocks after the {file_size} B prepared; sysbench: {writes:.1} writes"
+    );
+    // Its events are the reads, writes and fsyncs.
+    let events = m("events");
+    assert!(
+        ((reads + writes + fsyncs) - events).abs() <= events * 0.01 + 4.0,
+        "{events} events; {reads:.1} + {writes:.1} + {fsyncs:.1}"
+    );
+    // MiB/s is the reads' bytes over its time.
+    let mibps = m("read_MiBps");
+    assert!(
+        (mibps - m("reads_per_s") * block / 1048576.0).abs() <= mibps * 0.01 + 0.02,
+        "{mibps} MiB/s at {} reads/s",
+        m("reads_per_s")
+    );
 }
 
 fn redis_info(port: u16, field: &str) -> u64 {
