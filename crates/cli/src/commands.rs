@@ -1,15 +1,14 @@
 //! The commands other than the runner itself.
 
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use benchlab_core::param::{ParamDefault, ParamKind};
 use benchlab_core::plan::{Plan, RunOptions, QUICK_SCALE};
-use benchlab_core::study::Study;
 use benchlab_core::units::{format_duration, format_size};
 use benchlab_report::{load, RunSelection};
-use benchlab_store::Store;
+
+use crate::open::{load_study, open_read, open_store, upgrade_store};
 
 use crate::{registry, runner, Cli, Command, EXIT_INTERRUPTED, EXIT_POINTS_FAILED};
 
@@ -38,7 +37,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             benchlab_agent::server::serve_stdio(&registry()).context("agent session")?;
             Ok(0)
         }
-        Command::Testbed { action } => testbed(action),
+        Command::Testbed { action } => crate::testbed_cmd::testbed(action),
         Command::Serve {
             listen,
             allow_host,
@@ -49,7 +48,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             to,
             delay_ms,
             protocol,
-        } => relay(listen, to, delay_ms, &protocol),
+        } => crate::testbed_cmd::relay(listen, to, delay_ms, &protocol),
         Command::Inventory { json } => {
             let inv = benchlab_inventory::collect();
             let text = if json {
@@ -370,164 +369,6 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
-/// A test bed's name: given as is, or read from the file that describes it.
-fn testbed_name(name_or_file: &str) -> Result<String> {
-    let path = Path::new(name_or_file);
-    if path.is_file() {
-        let text = std::fs::read_to_string(path)?;
-        Ok(benchlab_testbed::parse_spec(name_or_file, &text)?.name)
-    } else {
-        Ok(name_or_file.to_string())
-    }
-}
-
-fn testbed(action: crate::TestbedAction) -> Result<i32> {
-    use crate::TestbedAction;
-    let dir = benchlab_testbed::default_state_dir();
-    let mut out = std::io::stdout();
-    match action {
-        TestbedAction::Up { file } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let spec = benchlab_testbed::parse_spec(&file.display().to_string(), &text)?;
-            let bed = benchlab_testbed::up(&spec, &dir)?;
-            writeln!(
-                out,
-                "test bed `{}` is up ({} topology):",
-                bed.name, bed.topology
-            )?;
-            for h in &bed.hosts {
-                writeln!(
-                    out,
-                    "  host {:<12} netns {:<20} address {}/{} ({})",
-                    h.name, h.netns, h.address, h.prefix_len, h.interface
-                )?;
-            }
-            for (i, l) in spec.links.iter().enumerate() {
-                writeln!(
-                    out,
-                    "  link {} {} <-> {} {} /{} ({})",
-                    l.hosts[0],
-                    l.address(0),
-                    l.hosts[1],
-                    l.address(1),
-                    l.subnet.prefix_len,
-                    benchlab_testbed::spec::link_interface(&bed.name, i)
-                )?;
-            }
-            for n in &bed.notes {
-                writeln!(out, "  note: {n}")?;
-            }
-            writeln!(out, "remove it with: benchlab testbed down {}", bed.name)?;
-        }
-        TestbedAction::Down { name } => {
-            let name = testbed_name(&name)?;
-            let r = benchlab_testbed::down(&name, &dir)?;
-            if !r.found {
-                writeln!(
-                    out,
-                    "no test bed `{name}` is recorded in {}: nothing to remove",
-                    dir.display()
-                )?;
-            }
-            for k in &r.killed {
-                writeln!(
-                    out,
-                    "  killed process {} in {}{}",
-                    k.pid,
-                    k.netns,
-                    if k.sigkill { " (SIGKILL)" } else { "" }
-                )?;
-            }
-            for o in &r.removed {
-                writeln!(out, "  removed {o}")?;
-            }
-            for o in &r.already_gone {
-                writeln!(out, "  already gone: {o}")?;
-            }
-        }
-        TestbedAction::Netem => {
-            if benchlab_testbed::netem_available() {
-                writeln!(out, "this kernel has netem: test beds can impose delay_ms")?;
-            } else {
-                writeln!(out, "this kernel has no netem (sch_netem): test beds cannot impose delay_ms; use `benchlab relay --delay-ms` between hosts instead")?;
-                return Ok(1);
-            }
-        }
-        TestbedAction::Status { name } => {
-            let name = testbed_name(&name)?;
-            let s = benchlab_testbed::status(&name, &dir)?;
-            writeln!(
-                out,
-                "test bed `{}` ({}){}",
-                s.name,
-                s.state_file.display(),
-                if s.complete {
-                    ""
-                } else {
-                    ": incomplete (its `up` did not finish)"
-                }
-            )?;
-            for h in &s.hosts {
-                writeln!(
-                    out,
-                    "  host {:<12} netns {:<20} address {}/{}",
-                    h.name, h.netns, h.address, h.prefix_len
-                )?;
-            }
-            for o in &s.objects {
-                writeln!(
-                    out,
-                    "  {} {}",
-                    if o.exists { "present" } else { "MISSING" },
-                    o.object
-                )?;
-            }
-        }
-    }
-    Ok(0)
-}
-
-fn relay(
-    listen: std::net::SocketAddr,
-    to: std::net::SocketAddr,
-    delay_ms: f64,
-    protocol: &str,
-) -> Result<i32> {
-    use benchlab_testbed::relay::{self, RelayConfig, RelayProtocol};
-    let protocol = match protocol {
-        "tcp" => RelayProtocol::Tcp,
-        "udp" => RelayProtocol::Udp,
-        "both" => RelayProtocol::Both,
-        other => bail!("--protocol {other}: expected tcp, udp or both"),
-    };
-    if !(delay_ms.is_finite() && delay_ms >= 0.0) {
-        bail!("--delay-ms must be a non-negative number of milliseconds");
-    }
-    let stop = crate::runner::interrupt_flag()?;
-    let handle = relay::start(RelayConfig {
-        listen,
-        upstream: to,
-        delay: std::time::Duration::from_secs_f64(delay_ms / 1000.0),
-        protocol,
-    })
-    .with_context(|| format!("cannot start the relay on {listen}"))?;
-    eprintln!(
-        "benchlab relay: {} → {to}, {delay_ms} ms each way",
-        handle.local_addr()
-    );
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let stats = handle.stop();
-    writeln!(
-        std::io::stdout(),
-        "{}",
-        serde_json::to_string_pretty(&stats)?
-    )?;
-    Ok(0)
-}
-
 fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
     let scale = match (quick, scale) {
         (_, Some(s)) if !(s.is_finite() && s > 0.0) => {
@@ -538,65 +379,4 @@ fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
         (false, None) => 1.0,
     };
     Ok(RunOptions { scale, quick })
-}
-
-/// Opens `--db`: a SQLite file or a PostgreSQL URL. Messages name it with
-/// its password masked.
-pub(crate) fn open_store(path: &Path) -> Result<Store> {
-    let target = benchlab_store::Target::from_path(path);
-    Store::open_target(&target).with_context(|| format!("cannot open the store {target}"))
-}
-
-/// Opens `--db` for a command that only reads: a store that is not there
-/// is an error, and nothing is created (a mistyped `--db` must not leave
-/// an empty database behind).
-pub(crate) fn open_existing_store(path: &Path) -> Result<Store> {
-    let target = benchlab_store::Target::from_path(path);
-    Store::open_existing(&target).with_context(|| format!("cannot open the store {target}"))
-}
-
-/// Opens `--db` for a command that reads runs, first upgrading what an
-/// older benchlab stored ([`upgrade_store`]).
-pub(crate) fn open_read(path: &Path) -> Result<Store> {
-    let store = open_existing_store(path)?;
-    upgrade_store(&store);
-    Ok(store)
-}
-
-/// Brings runs an older benchlab stored up to what reports read, once;
-/// a store that cannot be written (or a run that cannot be upgraded) is
-/// said so and read as it is: its other runs still report.
-pub(crate) fn upgrade_store(store: &Store) {
-    match benchlab_report::upgrade(store, &registry()) {
-        Ok(runs) if !runs.is_empty() => eprintln!(
-            "benchlab: upgraded run(s) {} stored by an older benchlab (once: their plans, notes and figures are now stored)",
-            runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
-        ),
-        Ok(_) => {}
-        Err(e) => eprintln!("benchlab: cannot upgrade this store's older runs: {e}"),
-    }
-}
-
-/// Reads a study and places its hosts as `--hosts` and `--host` say. The
-/// run stores the placed study in its plan, so its report and `--resume`
-/// know where each side ran.
-pub(crate) fn load_study(
-    path: &Path,
-    reg: &benchlab_core::Registry,
-    hosts: &crate::HostArgs,
-) -> Result<Study> {
-    let mut s = Study::load(path, reg)?;
-    let lab = match &hosts.lab {
-        Some(p) => Some((
-            p.display().to_string(),
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read the lab file {}", p.display()))?,
-        )),
-        None => None,
-    };
-    s.place_hosts(
-        lab.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
-        &hosts.host,
-    )?;
-    Ok(s)
 }

@@ -25,8 +25,8 @@ pub(crate) fn copy(from: &Path, to: &Path, runs: &[i64]) -> Result<i32> {
             );
         }
     }
-    let src = crate::commands::open_existing_store(from)?;
-    let dst = crate::commands::open_store(to)?;
+    let src = crate::open::open_existing_store(from)?;
+    let dst = crate::open::open_store(to)?;
     let ids: Vec<i64> = if runs.is_empty() {
         let mut all = src.runs()?;
         all.reverse();

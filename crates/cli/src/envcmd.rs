@@ -91,7 +91,7 @@ pub(crate) fn restore(study: Option<&Path>, hosts: &crate::HostArgs) -> Result<i
         return Ok(if failed(&changes) { 1 } else { 0 });
     };
     let reg = crate::registry();
-    let s = crate::commands::load_study(path, &reg, hosts)?;
+    let s = crate::open::load_study(path, &reg, hosts)?;
     let never = AtomicBool::new(false);
     let mut code = 0;
     // Every configuration's hosts: a profile applies on each of them.

@@ -175,7 +175,7 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     } else {
         args.study.to_string()
     };
-    let store = crate::commands::open_read(db)?;
+    let store = crate::open::open_read(db)?;
     let (runs, left_out) = select_runs(&store, &name)?;
     let reports = runs
         .iter()

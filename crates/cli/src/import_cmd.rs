@@ -41,7 +41,7 @@ pub(crate) fn import(db: &Path, file: &Path, name: Option<&str>) -> Result<i32> 
         .flat_map(|t| &t.rows)
         .map(|r| r.cells.iter().flatten().count())
         .sum();
-    let store = crate::commands::open_store(db)?;
+    let store = crate::open::open_store(db)?;
     let at = now_rfc3339();
     let description = format!("published figures from {shown} ({PUBLISHED})");
     let run_id = store.create_run(&NewRun {

@@ -6,10 +6,12 @@ mod copy_cmd;
 mod envcmd;
 mod history_cmd;
 mod import_cmd;
+mod open;
 mod progress;
 mod report_cmd;
 mod runner;
 mod serve_cmd;
+mod testbed_cmd;
 
 use std::path::PathBuf;
 

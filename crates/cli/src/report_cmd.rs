@@ -33,7 +33,7 @@ pub(crate) fn compare(
     fail_on_regression: Option<f64>,
     format: benchlab_report::Format,
 ) -> Result<i32> {
-    let store = crate::commands::open_read(db)?;
+    let store = crate::open::open_read(db)?;
     let columns = specs
         .iter()
         .map(|s| s.parse())
@@ -81,7 +81,7 @@ pub(crate) fn report(db: &Path, runs: &[String], out: &Outputs) -> Result<i32> {
     if out.html.is_none() && out.md.is_none() && out.json.is_none() && out.csv.is_none() {
         bail!("nothing to write: give at least one of --html, --md, --json, --csv");
     }
-    let store = crate::commands::open_read(db)?;
+    let store = crate::open::open_read(db)?;
     let runs: Vec<String> = if runs.is_empty() {
         vec![store
             .latest_run()?

@@ -61,7 +61,7 @@ pub(crate) fn serve(
     let mut allow_hosts = allow_host.to_vec();
     allow_hosts.extend(name);
     if db.exists() {
-        crate::commands::upgrade_store(&crate::commands::open_store(db)?);
+        crate::open::upgrade_store(&crate::open::open_store(db)?);
     }
     let server = Server::bind(Options {
         db: db.to_path_buf(),
