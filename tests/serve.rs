@@ -428,6 +428,7 @@ fn serve_in_a_real_browser() {
     let report = report.as_str().unwrap();
     for part in [
         "Headline findings",
+        "Cross-check · stream (throughput_mbps) / iperf3 (throughput_Mbps)",
         "Appendix A — system configuration",
         "Appendix B — methodology",
         "same-cpu",

@@ -83,57 +83,123 @@ pub fn rows(checks: &[Crosscheck], points: &[PointResult]) -> Vec<CrosscheckRow>
     out
 }
 
-/// The cross-check tables as text (Markdown with `md`).
-pub fn text(rows: &[CrosscheckRow], md: bool, out: &mut String) {
+/// The columns of a cross-check table.
+const HEAD: [&str; 8] = [
+    "configuration",
+    "point",
+    "native",
+    "classic",
+    "ratio",
+    "95% CI",
+    "n",
+    "verdict",
+];
+
+/// What the verdicts mean, under every rendering of the tables.
+fn legend() -> String {
+    format!("agree: the ratio's 95% interval lies within 1 ± {NOISE_PCT}%; DISAGREE: it lies outside that band (a difference beyond the noise); inconclusive: it straddles an edge.")
+}
+
+/// The rows grouped per (native, classic) pair, in order, with the title.
+fn grouped(rows: &[CrosscheckRow]) -> Vec<(String, Vec<&CrosscheckRow>)> {
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     for r in rows {
         if !pairs.contains(&(r.native.as_str(), r.classic.as_str())) {
             pairs.push((&r.native, &r.classic));
         }
     }
-    for (native, classic) in pairs {
-        let these: Vec<&CrosscheckRow> = rows
-            .iter()
-            .filter(|r| r.native == native && r.classic == classic)
-            .collect();
-        let (nm, cm) = &these[0].metrics;
-        out.push('\n');
-        let title = format!(
-            "Cross-check · {native} ({nm}) / {classic} ({cm}): native over classic, mean of the repetitions"
+    pairs
+        .into_iter()
+        .map(|(native, classic)| {
+            let these: Vec<&CrosscheckRow> = rows
+                .iter()
+                .filter(|r| r.native == native && r.classic == classic)
+                .collect();
+            let (nm, cm) = &these[0].metrics;
+            let title = format!(
+                "Cross-check · {native} ({nm}) / {classic} ({cm}): native over classic, mean of the repetitions"
+            );
+            (title, these)
+        })
+        .collect()
+}
+
+/// One row's cells, in [`HEAD`]'s order.
+fn cells(r: &CrosscheckRow) -> Vec<String> {
+    vec![
+        r.configuration.clone(),
+        r.point.clone(),
+        format!("{:.2}", r.native_mean),
+        format!("{:.2}", r.classic_mean),
+        format!("{:.3}", r.ratio),
+        r.ci.map(|(l, h)| format!("[{l:.3}, {h:.3}]"))
+            .unwrap_or_else(|| "-".into()),
+        format!("{}/{}", r.n.0, r.n.1),
+        r.verdict.clone(),
+    ]
+}
+
+/// The cross-check tables as HTML: a section of the report, each verdict
+/// coloured as the report's advantages are (a disagreement red).
+pub fn html(rows: &[CrosscheckRow], o: &mut String) {
+    if rows.is_empty() {
+        return;
+    }
+    use crate::html::esc;
+    o.push_str("<h2 id=\"crosscheck\">Cross-checks: native workloads against classic tools</h2>\n");
+    for (i, (title, these)) in grouped(rows).into_iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<h3 id=\"crosscheck-{i}\">{}</h3>\n<table><tr>",
+            esc(&title)
         );
+        for (c, h) in HEAD.iter().enumerate() {
+            let class = if (2..=4).contains(&c) || c == 6 {
+                ""
+            } else {
+                " class=\"l\""
+            };
+            let _ = write!(o, "<th{class}>{}</th>", esc(h));
+        }
+        o.push_str("</tr>\n");
+        for r in these {
+            o.push_str("<tr>");
+            for (c, cell) in cells(r).iter().enumerate() {
+                let class = match c {
+                    7 => match r.verdict.as_str() {
+                        "DISAGREE" => "l worse",
+                        "agree" => "l noise",
+                        _ => "l inconclusive",
+                    },
+                    2..=4 | 6 => "",
+                    _ => "l",
+                };
+                if class.is_empty() {
+                    let _ = write!(o, "<td>{}</td>", esc(cell));
+                } else {
+                    let _ = write!(o, "<td class=\"{class}\">{}</td>", esc(cell));
+                }
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</table>\n");
+    }
+    let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend()));
+}
+
+/// The cross-check tables as text (Markdown with `md`).
+pub fn text(rows: &[CrosscheckRow], md: bool, out: &mut String) {
+    for (title, these) in grouped(rows) {
+        out.push('\n');
         if md {
             let _ = writeln!(out, "## {title}\n");
-            let _ = writeln!(
-                out,
-                "| configuration | point | native | classic | ratio | 95% CI | n | verdict |"
-            );
+            let _ = writeln!(out, "| {} |", HEAD.join(" | "));
             let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|---|");
         } else {
             let _ = writeln!(out, "{title}");
         }
-        let mut table = vec![vec![
-            "configuration".to_string(),
-            "point".into(),
-            "native".into(),
-            "classic".into(),
-            "ratio".into(),
-            "95% CI".into(),
-            "n".into(),
-            "verdict".into(),
-        ]];
-        for r in these {
-            table.push(vec![
-                r.configuration.clone(),
-                r.point.clone(),
-                format!("{:.2}", r.native_mean),
-                format!("{:.2}", r.classic_mean),
-                format!("{:.3}", r.ratio),
-                r.ci.map(|(l, h)| format!("[{l:.3}, {h:.3}]"))
-                    .unwrap_or_else(|| "-".into()),
-                format!("{}/{}", r.n.0, r.n.1),
-                r.verdict.clone(),
-            ]);
-        }
+        let mut table = vec![HEAD.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+        table.extend(these.into_iter().map(cells));
         if md {
             for row in &table[1..] {
                 let _ = writeln!(out, "| {} |", row.join(" | "));
@@ -161,11 +227,7 @@ pub fn text(rows: &[CrosscheckRow], md: bool, out: &mut String) {
                 let _ = writeln!(out, "{}", line.trim_end());
             }
         }
-        let _ = writeln!(
-            out,
-            "{}agree: the ratio's 95% interval lies within 1 ± {NOISE_PCT}%; DISAGREE: it lies outside that band (a difference beyond the noise); inconclusive: it straddles an edge.",
-            if md { "\n" } else { "  " }
-        );
+        let _ = writeln!(out, "{}{}", if md { "\n" } else { "  " }, legend());
     }
 }
 
@@ -232,5 +294,19 @@ mod tests {
         text(&r, false, &mut s);
         assert!(s.contains("Cross-check · stream (tp) / iperf3 (tp)"), "{s}");
         assert!(s.contains("1.500") && s.contains("DISAGREE"), "{s}");
+        let mut h = String::new();
+        html(&r, &mut h);
+        assert!(
+            h.contains("<h3 id=\"crosscheck-0\">Cross-check · stream (tp) / iperf3 (tp)"),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"l worse\">DISAGREE</td>"), "{h}");
+        assert!(h.contains("<td class=\"l noise\">agree</td>"), "{h}");
+        assert!(h.contains("<td>1.500</td>"), "{h}");
+        assert!(h.contains("<td class=\"l\">[1."), "{h}");
+        assert_eq!(h.matches("<tr>").count(), 3, "{h}");
+        let mut none = String::new();
+        html(&[], &mut none);
+        assert!(none.is_empty());
     }
 }

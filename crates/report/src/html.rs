@@ -180,6 +180,7 @@ pub fn render_body(report: &RunReport) -> String {
         }
     }
 
+    crate::crosscheck::html(&report.crosschecks, &mut o);
     latency_section(report, &mut o);
     points_section(report, &mut o);
     failures_section(report, &mut o);
