@@ -1,7 +1,8 @@
 //! Fuzzing of every parser that reads outside input (issue 14, item 3):
 //! study files and their `[[service]]` tables, lab files and `--host`
 //! options, tuning profiles, the agent's frames and its channel's records, the
-//! figures CSV, service specs and their templates.
+//! figures CSV, service specs and their templates, the tool adapters'
+//! files (`tools/*.toml`) and the outputs their parsers read.
 //!
 //! Each target tries arbitrary input and structured mutations of the
 //! shipped files, [`benchlab_fuzz::CI_CASES`] cases each (set
@@ -677,4 +678,89 @@ fn serve_requests() {
     );
     assert!(t.accepted > 0, "no request was let through");
     assert!(t.executions > t.accepted, "nothing was refused");
+}
+
+/// The tool adapters' files (`tools/*.toml`), mutated: read or refused
+/// with a message, never a panic; a file that reads makes a workload.
+#[test]
+fn tool_files() {
+    let files = texts(&shipped("tools", ".toml"));
+    let t = fuzz("tool files", cases(), input(files), |text| {
+        match benchlab_wl_command::def::ToolDef::parse(&text) {
+            Ok(def) => match benchlab_wl_command::CommandWorkload::from_tool(def) {
+                Ok(_) => Ok(true),
+                Err(e) => {
+                    prop_assert!(!e.trim().is_empty());
+                    Ok(false)
+                }
+            },
+            Err(e) => {
+                prop_assert!(!e.trim().is_empty());
+                Ok(false)
+            }
+        }
+    });
+    assert!(t.accepted > 0, "no mutated tool file read");
+}
+
+/// The outputs the adapters' parsers read: the real outputs in
+/// `crates/fuzz/seeds/tools` (each parses with its own adapter), mutated,
+/// and arbitrary text, through every adapter. A parse gives every
+/// declared metric as a finite number; a refusal names what it missed.
+#[test]
+fn tool_outputs() {
+    use benchlab_core::Workload;
+    let tools = benchlab_wl_command::tools();
+    let params: Vec<benchlab_core::param::Params> = tools
+        .iter()
+        .map(|t| benchlab_core::param::Params::defaults(t.params()))
+        .collect();
+    let seeds = shipped("crates/fuzz/seeds/tools", "");
+    for (name, text) in &seeds {
+        let stem = name.split('.').next().unwrap();
+        let Some(i) = tools
+            .iter()
+            .position(|t| t.kind() == format!("tool.{stem}"))
+        else {
+            continue;
+        };
+        tools[i]
+            .read_output(&params[i], text)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let busy = seeds.iter().find(|(n, _)| n == "iperf3-busy.json").unwrap();
+    let i = tools
+        .iter()
+        .position(|t| t.kind() == "tool.iperf3")
+        .unwrap();
+    let e = tools[i].read_output(&params[i], &busy.1).unwrap_err();
+    assert!(e.contains("the server is busy"), "{e}");
+
+    let strategy = (0..tools.len(), input(texts(&seeds)));
+    let t = fuzz("tool outputs", cases(), strategy, |(i, text)| {
+        let w = tools[i];
+        match w.read_output(&params[i], &text) {
+            Ok(values) => {
+                for m in w.metrics(&params[i]) {
+                    if ["command_wall_s", "command_cpu_s"].contains(&m.name) {
+                        continue;
+                    }
+                    let v = values.get(m.name);
+                    prop_assert!(
+                        v.is_some_and(|v| v.is_finite()),
+                        "{}: metric {} is {:?}",
+                        w.kind(),
+                        m.name,
+                        v
+                    );
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                prop_assert!(!e.trim().is_empty(), "{}: an empty message", w.kind());
+                Ok(false)
+            }
+        }
+    });
+    assert!(t.accepted > 0, "no mutated output parsed");
 }

@@ -699,6 +699,18 @@ impl Workload for CommandWorkload {
 }
 
 impl CommandWorkload {
+    /// Reads one run's output as a point with `params` would: the
+    /// declared metrics, scaled, or the message the point would fail with
+    /// (the parser's, naming the metric and the place).
+    pub fn read_output(
+        &self,
+        params: &Params,
+        text: &str,
+    ) -> Result<BTreeMap<String, f64>, String> {
+        let r = self.recipe(params).map_err(|e| e.to_string())?;
+        read_metrics(&r, text)
+    }
+
     fn program_name(&self, params: &Params) -> String {
         self.program(params)
             .map(|(p, _)| format!("`{p}`"))
@@ -718,8 +730,16 @@ fn substitute_path(
 /// Every declared metric read from `text`, scaled.
 fn read_metrics(r: &Recipe, text: &str) -> Result<BTreeMap<String, f64>, String> {
     let mut out = BTreeMap::new();
+    let mut range = Ok(());
     let mut put = |m: &MetricDef, x: f64| {
-        out.insert(m.name.clone(), x * m.scale);
+        let v = x * m.scale;
+        if !v.is_finite() && range.is_ok() {
+            range = Err(format!(
+                "metric `{}`: {x:e} × its scale {} is out of range",
+                m.name, m.scale
+            ));
+        }
+        out.insert(m.name.clone(), v);
     };
     match r.parser {
         ParserKind::Json => {
@@ -797,6 +817,7 @@ fn read_metrics(r: &Recipe, text: &str) -> Result<BTreeMap<String, f64>, String>
             }
         }
     }
+    range?;
     Ok(out)
 }
 
@@ -935,6 +956,23 @@ mod tests {
 
     fn s(x: &str) -> Value {
         Value::Str(x.into())
+    }
+
+    /// A figure the scale takes past f64's range is an error naming the
+    /// metric, not an infinity in the store.
+    #[test]
+    fn a_scaled_figure_out_of_range_is_refused() {
+        let p = inline(&[
+            ("command", s("true")),
+            ("parser", s("json")),
+            ("metrics", s("a (x) higher: x * 100")),
+        ]);
+        assert_eq!(COMMAND.read_output(&p, r#"{"x": 2}"#).unwrap()["a"], 200.0);
+        let e = COMMAND.read_output(&p, r#"{"x": 1e308}"#).unwrap_err();
+        assert!(
+            e.contains("metric `a`: 1e308 × its scale 100 is out of range"),
+            "{e}"
+        );
     }
 
     #[test]
