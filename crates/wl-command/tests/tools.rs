@@ -748,9 +748,14 @@ fn stress_ng_bogo_ops_over_its_time() {
     let p = params(w, &[]);
     let sample = run(w, &p, None).unwrap();
     let m = &sample.metrics;
-    // bogo ops / (bogo ops per second) is the stressor's 1 s.
+    // bogo ops / (bogo ops per second) is the stressor's run: its 1 s at
+    // least (a loaded machine stretches it), within the wall time this
+    // process measured around the whole command.
     let t = m["bogo_ops"] / m["bogo_ops_per_s"];
-    assert!((0.9..1.2).contains(&t), "{m:?}");
+    assert!(
+        t >= 0.9 && t <= m["command_wall_s"],
+        "stressor's time {t} s; {m:?}"
+    );
     // Per CPU second at least the real-time rate (one worker, ≤ 1 CPU).
     assert!(
         m["bogo_ops_per_cpu_s"] >= m["bogo_ops_per_s"] * 0.9,
