@@ -29,7 +29,7 @@ mod collect;
 mod parse;
 mod render;
 
-pub use render::{render_markdown, render_text};
+pub use render::{host_table, render_markdown, render_text, HostTable, Row as HostTableRow};
 
 /// Everything known about one host at one moment.
 ///

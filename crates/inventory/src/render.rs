@@ -173,11 +173,101 @@ pub fn render_text(inv: &Inventory) -> String {
     out
 }
 
-/// One row of the Markdown table: a bold section heading, or a label with
-/// one value per host.
-enum Row {
+/// The hosts' system configuration side by side, as data: one column per
+/// host, rows after the seeds' Appendix A. Every renderer (Markdown, HTML,
+/// CSV) writes this one structure, so no renderer parses another's output.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HostTable {
+    /// The column heads: one label per host.
+    pub hosts: Vec<String>,
+    /// The rows, in order.
+    pub rows: Vec<Row>,
+}
+
+/// One row of a [`HostTable`]: a section heading, or a label with one
+/// value per host.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Row {
+    /// A section ("General", "CPU" …): the rows below it until the next.
     Heading(String),
+    /// An item's label and its value on each host, in column order.
     Values(String, Vec<String>),
+}
+
+impl Row {
+    /// Whether the hosts' values differ (a heading never does).
+    pub fn differs(&self) -> bool {
+        match self {
+            Row::Heading(_) => false,
+            Row::Values(_, v) => v.iter().any(|x| x != &v[0]),
+        }
+    }
+}
+
+impl HostTable {
+    /// The table as CSV: `section,System,HOST…` then one line per item,
+    /// the section being the heading above it.
+    pub fn csv(&self) -> String {
+        let field = |s: &str| {
+            if s.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_string()
+            }
+        };
+        let mut out = String::from("section,System");
+        for h in &self.hosts {
+            out.push(',');
+            out.push_str(&field(h));
+        }
+        out.push('\n');
+        let mut section = "";
+        for row in &self.rows {
+            match row {
+                Row::Heading(title) => section = title,
+                Row::Values(label, values) => {
+                    let _ = write!(out, "{},{}", field(section), field(label));
+                    for v in values {
+                        out.push(',');
+                        out.push_str(&field(v));
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
+    /// The table in Markdown: one table, sections as bold rows.
+    pub fn markdown(&self) -> String {
+        let mut out = String::from("| System |");
+        for label in &self.hosts {
+            let _ = write!(out, " {} |", cell(label));
+        }
+        out.push_str("\n|---|");
+        for _ in &self.hosts {
+            out.push_str("---|");
+        }
+        out.push('\n');
+        for row in &self.rows {
+            match row {
+                Row::Heading(title) => {
+                    let _ = write!(out, "| **{}** |", cell(title));
+                    for _ in &self.hosts {
+                        out.push_str("  |");
+                    }
+                }
+                Row::Values(label, values) => {
+                    let _ = write!(out, "| {} |", cell(label));
+                    for value in values {
+                        let _ = write!(out, " {} |", cell(value));
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        out
+    }
 }
 
 /// One Markdown table, one column per host, rows after the seeds' Appendix A
@@ -190,6 +280,11 @@ enum Row {
 /// #1" …), physical NICs before virtual ones, because hosts rarely share
 /// interface or device names.
 pub fn render_markdown(hosts: &[(&str, &Inventory)]) -> String {
+    host_table(hosts).markdown()
+}
+
+/// The hosts' [`HostTable`]: what [`render_markdown`] writes.
+pub fn host_table(hosts: &[(&str, &Inventory)]) -> HostTable {
     let mut rows: Vec<Row> = Vec::new();
     let heading = |rows: &mut Vec<Row>, title: &str| rows.push(Row::Heading(title.to_string()));
     let row = |rows: &mut Vec<Row>, label: &str, value: &dyn Fn(&Inventory) -> String| {
@@ -360,33 +455,10 @@ pub fn render_markdown(hosts: &[(&str, &Inventory)]) -> String {
         i.warnings.len().to_string()
     });
 
-    let mut out = String::from("| System |");
-    for (label, _) in hosts {
-        let _ = write!(out, " {} |", cell(label));
+    HostTable {
+        hosts: hosts.iter().map(|(label, _)| label.to_string()).collect(),
+        rows,
     }
-    out.push_str("\n|---|");
-    for _ in hosts {
-        out.push_str("---|");
-    }
-    out.push('\n');
-    for row in rows {
-        match row {
-            Row::Heading(title) => {
-                let _ = write!(out, "| **{}** |", cell(&title));
-                for _ in hosts {
-                    out.push_str("  |");
-                }
-            }
-            Row::Values(label, values) => {
-                let _ = write!(out, "| {} |", cell(&label));
-                for value in values {
-                    let _ = write!(out, " {} |", cell(&value));
-                }
-            }
-        }
-        out.push('\n');
-    }
-    out
 }
 
 // ---- value formatting shared by both renderers ------------------------------
@@ -915,6 +987,37 @@ mod tests {
             !md.contains("vm.swappiness"),
             "identical sysctls are not listed"
         );
+    }
+
+    /// Markdown, CSV and the differing-row mark come from one structure:
+    /// a value holding `|` and `,` reaches the CSV whole (no renderer
+    /// re-parses another's output), and a differing sysctl is marked.
+    #[test]
+    fn one_table_for_every_format() {
+        let a = host("a", "performance", "212992");
+        let b = host("b", "powersave", "16777216");
+        let t = host_table(&[("SUT", &a), ("gen, 2", &b)]);
+        assert_eq!(t.hosts, ["SUT", "gen, 2"]);
+        assert_eq!(
+            t.markdown(),
+            render_markdown(&[("SUT", &a), ("gen, 2", &b)])
+        );
+        let csv = t.csv();
+        let mut lines = csv.lines();
+        assert_eq!(lines.next(), Some("section,System,SUT,\"gen, 2\""));
+        assert!(
+            csv.contains("\nFile systems,File system #1,/: ext4 on /dev/sda1 (rw|odd),/: ext4 on /dev/sda1 (rw|odd)\n"),
+            "{csv}"
+        );
+        let row = |label: &str| {
+            t.rows
+                .iter()
+                .find(|r| matches!(r, Row::Values(l, _) if l == label))
+                .unwrap_or_else(|| panic!("no row {label}"))
+        };
+        assert!(row("net.core.rmem_max").differs());
+        assert!(!row("CPU model").differs());
+        assert!(!Row::Heading("CPU".into()).differs());
     }
 
     #[test]

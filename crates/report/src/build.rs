@@ -519,3 +519,23 @@ pub(crate) fn build(
     report.tables.extend(summaries);
     report
 }
+
+/// The hosts' system-configuration table (Appendix A, serve's hosts page),
+/// one column per host labelled "name (roles)", from the inventories the
+/// run stored; `None` when no host has a readable inventory.
+pub fn host_table(hosts: &[HostRow]) -> Option<benchlab_inventory::HostTable> {
+    let invs: Vec<(String, benchlab_inventory::Inventory)> = hosts
+        .iter()
+        .filter_map(|h| {
+            serde_json::from_value(h.inventory.clone())
+                .ok()
+                .map(|i| (format!("{} ({})", h.name, h.roles), i))
+        })
+        .collect();
+    if invs.is_empty() {
+        return None;
+    }
+    let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
+        invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
+    Some(benchlab_inventory::host_table(&refs))
+}

@@ -1295,82 +1295,46 @@ fn appendix_a(report: &RunReport, o: &mut String) {
 /// highlighted: Appendix A's first part, and `benchlab serve`'s hosts
 /// page.
 pub fn inventory_html(hosts: &[benchlab_store::HostRow]) -> String {
+    use benchlab_inventory::HostTableRow;
     let mut o = String::new();
-    let invs: Vec<(String, benchlab_inventory::Inventory)> = hosts
-        .iter()
-        .filter_map(|h| {
-            serde_json::from_value(h.inventory.clone())
-                .ok()
-                .map(|i| (format!("{} ({})", h.name, h.roles), i))
-        })
-        .collect();
-    if invs.is_empty() {
+    let Some(table) = crate::build::host_table(hosts) else {
         o.push_str("<p>No host inventory was recorded.</p>\n");
-    } else {
-        let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
-            invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
-        let md = benchlab_inventory::render_markdown(&refs);
-        if refs.len() > 1 {
-            o.push_str("<p class=\"small\">Rows where the hosts differ are highlighted.</p>\n");
-        }
-        markdown_tables_to_html(&md, &mut o);
+        return o;
+    };
+    if table.hosts.len() > 1 {
+        o.push_str("<p class=\"small\">Rows where the hosts differ are highlighted.</p>\n");
     }
-    o
-}
-
-/// Converts the simple Markdown emitted by the inventory renderer (tables,
-/// headings, paragraphs) to HTML, highlighting table rows whose host
-/// columns differ.
-fn markdown_tables_to_html(md: &str, o: &mut String) {
-    let mut in_table = false;
-    for line in md.lines() {
-        let l = line.trim();
-        if l.starts_with('|') {
-            let cells: Vec<String> = l
-                .trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().replace("**", ""))
-                .collect();
-            if cells
-                .iter()
-                .all(|c| c.chars().all(|ch| ch == '-' || ch == ':'))
-            {
-                continue;
+    o.push_str("<table><tr><th class=\"l\">System</th>");
+    for h in &table.hosts {
+        let _ = write!(o, "<th class=\"l\">{}</th>", esc(h));
+    }
+    o.push_str("</tr>\n");
+    for row in &table.rows {
+        match row {
+            HostTableRow::Heading(title) => {
+                let _ = writeln!(
+                    o,
+                    "<tr><th class=\"l\" colspan=\"{}\">{}</th></tr>",
+                    table.hosts.len() + 1,
+                    esc(title)
+                );
             }
-            if !in_table {
-                o.push_str("<table><tr>");
-                for c in &cells {
-                    let _ = write!(o, "<th class=\"l\">{}</th>", esc(c));
+            HostTableRow::Values(label, values) => {
+                let class = if table.hosts.len() > 1 && row.differs() {
+                    " class=\"diff\""
+                } else {
+                    ""
+                };
+                let _ = write!(o, "<tr{class}><td class=\"l\">{}</td>", esc(label));
+                for v in values {
+                    let _ = write!(o, "<td class=\"l\">{}</td>", esc(v));
                 }
                 o.push_str("</tr>\n");
-                in_table = true;
-                continue;
-            }
-            let values = &cells[1..];
-            let differ = values.len() > 1 && values.iter().any(|v| v != &values[0]);
-            let _ = write!(o, "<tr{}>", if differ { " class=\"diff\"" } else { "" });
-            for c in &cells {
-                let _ = write!(o, "<td class=\"l\">{}</td>", esc(c));
-            }
-            o.push_str("</tr>\n");
-        } else {
-            if in_table {
-                o.push_str("</table>\n");
-                in_table = false;
-            }
-            if let Some(h) = l
-                .strip_prefix('#')
-                .map(|h| h.trim_start_matches('#').trim())
-            {
-                let _ = writeln!(o, "<h3>{}</h3>", esc(h));
-            } else if !l.is_empty() {
-                let _ = writeln!(o, "<p>{}</p>", esc(l));
             }
         }
     }
-    if in_table {
-        o.push_str("</table>\n");
-    }
+    o.push_str("</table>\n");
+    o
 }
 
 /// The workloads' notes on their measurements (a clipped buffer …).

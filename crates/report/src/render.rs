@@ -498,22 +498,11 @@ fn services_md(report: &RunReport, out: &mut String) {
 /// Appendix A of the seeds: every host's system configuration, one column
 /// per host, from the inventories collected at the start of the run.
 fn appendix(report: &RunReport, out: &mut String) {
-    let invs: Vec<(String, benchlab_inventory::Inventory)> = report
-        .hosts
-        .iter()
-        .filter_map(|h| {
-            serde_json::from_value(h.inventory.clone())
-                .ok()
-                .map(|i| (format!("{} ({})", h.name, h.roles), i))
-        })
-        .collect();
-    if invs.is_empty() {
+    let Some(table) = crate::build::host_table(&report.hosts) else {
         return;
-    }
-    let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
-        invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
+    };
     let _ = writeln!(out, "\n## Appendix A — system configuration\n");
-    out.push_str(&benchlab_inventory::render_markdown(&refs));
+    out.push_str(&table.markdown());
 }
 
 fn csv_field(s: &str) -> String {

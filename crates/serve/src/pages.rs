@@ -518,93 +518,13 @@ fn hosts_page(req: &Request, store: &Store) -> Result<Response, Fail> {
     Ok(page("hosts", &o))
 }
 
-/// The inventory Markdown of `hosts` (what the hosts page shows).
-fn hosts_markdown(hosts: &[HostRow]) -> String {
-    let invs: Vec<(String, benchlab_inventory::Inventory)> = hosts
-        .iter()
-        .filter_map(|h| {
-            serde_json::from_value(h.inventory.clone())
-                .ok()
-                .map(|i| (format!("{} ({})", h.name, h.roles), i))
-        })
-        .collect();
-    let refs: Vec<(&str, &benchlab_inventory::Inventory)> =
-        invs.iter().map(|(n, i)| (n.as_str(), i)).collect();
-    benchlab_inventory::render_markdown(&refs)
-}
-
-/// The inventory's Markdown table as CSV: `section,ITEM,HOST…`, the
-/// section being the bold row (or heading) above a row.
-fn markdown_to_csv(md: &str) -> String {
-    let field = |s: &str| {
-        let s = s.trim().replace("\\|", "|");
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s
-        }
-    };
-    // Split a row on the `|` that are not escaped.
-    let cells = |l: &str| -> Vec<String> {
-        let inner = l.trim().trim_start_matches('|');
-        let inner = inner.strip_suffix('|').unwrap_or(inner);
-        let mut out = vec![String::new()];
-        let mut prev = ' ';
-        for ch in inner.chars() {
-            if ch == '|' && prev != '\\' {
-                out.push(String::new());
-            } else {
-                out.last_mut().expect("one cell").push(ch);
-            }
-            prev = ch;
-        }
-        out
-    };
-    let mut out = String::new();
-    let mut section = String::new();
-    let mut header = true;
-    for line in md.lines() {
-        let l = line.trim();
-        if let Some(h) = l.strip_prefix('#') {
-            section = h.trim_start_matches('#').trim().to_string();
-            continue;
-        }
-        if !l.starts_with('|') {
-            continue;
-        }
-        let row = cells(l);
-        if row
-            .iter()
-            .all(|c| c.trim().chars().all(|ch| ch == '-' || ch == ':'))
-        {
-            continue;
-        }
-        let label = row[0].trim();
-        if !header && label.starts_with("**") && row[1..].iter().all(|c| c.trim().is_empty()) {
-            section = label.trim_matches('*').to_string();
-            continue;
-        }
-        let first = if header {
-            "section".to_string()
-        } else {
-            field(&section)
-        };
-        let _ = writeln!(
-            out,
-            "{first},{}",
-            row.iter().map(|c| field(c)).collect::<Vec<_>>().join(",")
-        );
-        header = false;
-    }
-    out
-}
-
 fn hosts_download(file: &str, req: &Request, store: &Store) -> Result<Response, Fail> {
     let hosts = picked_hosts(req, store)?;
     if hosts.is_empty() {
         return Err(Fail(400, "pick hosts: ?a=RUN[:HOST]&b=RUN[:HOST]".into()));
     }
-    let md = hosts_markdown(&hosts);
+    let table = benchlab_report::build::host_table(&hosts);
+    let md = table.as_ref().map(|t| t.markdown()).unwrap_or_default();
     Ok(match file {
         "report.json" => Response::download(
             "application/json",
@@ -612,7 +532,7 @@ fn hosts_download(file: &str, req: &Request, store: &Store) -> Result<Response, 
             serde_json::to_string_pretty(&hosts).map_err(|e| Fail(500, e.to_string()))?,
         ),
         "report.md" => Response::download("text/markdown; charset=utf-8", "benchlab-hosts.md", md),
-        "report.csv" => Response::download("text/csv; charset=utf-8", "benchlab-hosts.csv", markdown_to_csv(&md)),
+        "report.csv" => Response::download("text/csv; charset=utf-8", "benchlab-hosts.csv", table.as_ref().map(|t| t.csv()).unwrap_or_default()),
         "report.html" => Response::download(
             "text/html; charset=utf-8",
             "benchlab-hosts.html",
@@ -646,15 +566,6 @@ mod tests {
         assert_eq!(
             progress_text(Some(p)),
             "3 / 12 units (25%), about 2 min 5 s left"
-        );
-    }
-
-    #[test]
-    fn markdown_tables_become_csv() {
-        let md = "| System | a | b |\n|---|---|---|\n| **General** |  |  |\n| CPU | x, y | z \\| w |\n| **Disk** | | |\n| sda | 1 | 2 |\n";
-        assert_eq!(
-            markdown_to_csv(md),
-            "section,System,a,b\nGeneral,CPU,\"x, y\",z | w\nDisk,sda,1,2\n"
         );
     }
 }
