@@ -4,7 +4,7 @@
 //! ```text
 //! webload gen <docroot> <seed> specweb96 <dirs> | single <bytes>   # prints a URL list
 //! webload run <host:port> <url-list> [-c N] [-t N] [-d S] [--ramp S]
-//!             [--spin N] [--close] [--http10] [--rate R]
+//!             [--spin N] [--poll-budget B] [--close] [--http10] [--rate R]
 //! ```
 //!
 //! `run` prints one line of `key=value` figures; CPU figures are this
@@ -23,7 +23,7 @@ use benchlab_wl_web::gen::{run, HttpVersion, LoadSpec, Pace};
 fn usage() -> ExitCode {
     eprintln!(
         "usage: webload gen <docroot> <seed> (specweb96 <dirs> | single <bytes>)\n       \
-         webload run <host:port> <url-list> [-c N] [-t N] [-d S] [--ramp S] [--spin N] [--close] [--http10] [--rate R]"
+         webload run <host:port> <url-list> [-c N] [-t N] [-d S] [--ramp S] [--spin N] [--poll-budget B] [--close] [--http10] [--rate R]"
     );
     ExitCode::from(2)
 }
@@ -85,6 +85,7 @@ fn load(a: &[String]) -> ExitCode {
         timeout: Duration::from_secs(10),
         seed: 1,
         spin_polls: 0,
+        poll_budget: 0.0,
     };
     let mut it = a[2..].iter();
     while let Some(flag) = it.next() {
@@ -100,6 +101,7 @@ fn load(a: &[String]) -> ExitCode {
                 }
             }
             "--spin" => spec.spin_polls = num().unwrap_or(0.0) as u32,
+            "--poll-budget" => spec.poll_budget = num().unwrap_or(0.0),
             "--close" => spec.keep_alive = false,
             "--http10" => spec.version = HttpVersion::V10,
             _ => return usage(),

@@ -131,7 +131,22 @@ pub struct LoadSpec {
     /// cost of waking the generator, where that cost is high (virtual
     /// machines whose idle CPUs halt; `docs/web.md`, "Spinning").
     pub spin_polls: u32,
+    /// Adaptive polling when > 0: empty polls allowed per response, on
+    /// average (the spin's CPU budget per request). The number of polls
+    /// before a sleep then grows while polls find responses and shrinks
+    /// when they do not, up to `spin_polls` (0: [`ADAPTIVE_MAX_POLLS`]);
+    /// see `docs/web.md`, "Adaptive polling".
+    pub poll_budget: f64,
 }
+
+/// The most polls before one sleep of an adaptive poll without a
+/// `spin_polls` of its own.
+pub const ADAPTIVE_MAX_POLLS: u32 = 64;
+/// A sleep that ends with events sooner than this after it began would
+/// have been caught by a few more polls: the adaptive poll grows.
+const QUICK_WAKE_NS: u64 = 50_000;
+/// Milli-polls: the unit of the adaptive poll's budget, in integers.
+const MILLI: u64 = 1000;
 
 /// Event counts of one phase set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -422,6 +437,24 @@ struct Worker<'a> {
     /// Open loop: this thread's next request number and period.
     next_k: u64,
     period_ns: f64,
+    poll: AdaptivePoll,
+}
+
+/// The state of an adaptive poll (`LoadSpec::poll_budget`).
+#[derive(Debug, Default)]
+struct AdaptivePoll {
+    /// Empty polls allowed per response, in milli-polls; 0: off.
+    budget: u64,
+    /// The most polls before a sleep.
+    cap: u32,
+    /// Polls to make before the next sleep.
+    spin: u32,
+    /// Empty polls that may still be made, in milli-polls: grows by
+    /// `budget` per response, so that empty polls never exceed the
+    /// budget per request over a run (plus one spin's worth).
+    credit: u64,
+    /// Responses seen when `credit` was last topped up.
+    seen: u64,
 }
 
 const READ_BUF: usize = 128 * 1024;
@@ -477,6 +510,15 @@ impl<'a> Worker<'a> {
             open: OpenLoop::default(),
             next_k: 0,
             period_ns: 0.0,
+            poll: AdaptivePoll {
+                budget: (spec.poll_budget.max(0.0) * MILLI as f64) as u64,
+                cap: if spec.spin_polls > 0 {
+                    spec.spin_polls
+                } else {
+                    ADAPTIVE_MAX_POLLS
+                },
+                ..AdaptivePoll::default()
+            },
         })
     }
 
@@ -949,6 +991,9 @@ impl<'a> Worker<'a> {
     /// of generator CPU; off by default, because where generator and
     /// server share cores a spinning generator takes CPU from the server.
     fn wait_spinning(&mut self, timeout_ns: u64) -> usize {
+        if self.poll.budget > 0 {
+            return self.wait_adaptive(timeout_ns);
+        }
         if timeout_ns > 0 {
             for _ in 0..self.spec.spin_polls {
                 let n = self.wait(0);
@@ -958,6 +1003,41 @@ impl<'a> Worker<'a> {
             }
         }
         self.wait(timeout_ns)
+    }
+
+    /// Polls up to the adaptive poll's current count (within its budget)
+    /// before sleeping for up to `timeout_ns`, and adapts the count: a
+    /// poll that finds responses doubles it, a spin that finds none halves
+    /// it, and a sleep that a response ended within [`QUICK_WAKE_NS`]
+    /// (which more polls would have caught) doubles it (from 0 to 1).
+    /// Every poll that finds something replaces the sleep's call, so only
+    /// empty polls add system calls, and the budget bounds those per
+    /// response.
+    fn wait_adaptive(&mut self, timeout_ns: u64) -> usize {
+        if timeout_ns == 0 {
+            return self.wait(0);
+        }
+        let p = &mut self.poll;
+        let responses = self.total.responses;
+        p.credit = (p.credit + (responses - p.seen) * p.budget).min(u64::from(p.cap) * MILLI);
+        p.seen = responses;
+        let mut polls = 0;
+        while polls < self.poll.spin && self.poll.credit >= MILLI {
+            let n = self.wait(0);
+            if n > 0 {
+                self.poll.spin = (self.poll.spin * 2).min(self.poll.cap);
+                return n;
+            }
+            self.poll.credit -= MILLI;
+            polls += 1;
+        }
+        self.poll.spin /= 2;
+        let t0 = now_ns();
+        let n = self.wait(timeout_ns);
+        if n > 0 && now_ns() - t0 < QUICK_WAKE_NS {
+            self.poll.spin = (self.poll.spin * 2).clamp(1, self.poll.cap);
+        }
+        n
     }
 
     /// Kernels before 5.11 (and valgrind, with which the generator's
@@ -1347,6 +1427,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             seed: 1,
             spin_polls: 0,
+            poll_budget: 0.0,
         }
     }
 

@@ -142,6 +142,17 @@ const SPIN: ParamSpec = ParamSpec {
     help: "polls for more responses before each sleep (0: sleep at once); fewer wake-ups of the generator spare a CPU-bound server, on virtual machines mostly, at the price of generator CPU (docs/web.md)",
 };
 
+const POLL_BUDGET: ParamSpec = ParamSpec {
+    name: "poll_budget",
+    kind: ParamKind::Float,
+    default: ParamDefault::Float(0.0),
+    help: "adaptive polling (0: off): empty polls allowed per response on average; the polls before each sleep grow while they find responses and shrink when they do not, up to spin_polls (0: 64) (docs/web.md)",
+};
+
+/// An adaptive poll's budget above this many empty polls per response is
+/// a busy loop, not a spin.
+const MAX_POLL_BUDGET: f64 = 16.0;
+
 /// More polls than this before a sleep is a busy loop, not a spin.
 const MAX_SPIN: u64 = 10_000;
 
@@ -161,6 +172,7 @@ const PARAMS: &[ParamSpec] = &[
     TIMEOUT,
     THREADS,
     SPIN,
+    POLL_BUDGET,
 ];
 
 const METRICS: &[MetricSpec] = &[
@@ -235,6 +247,7 @@ struct Config {
     timeout: Duration,
     threads: u32,
     spin_polls: u32,
+    poll_budget: f64,
 }
 
 fn secs(params: &Params, name: &str) -> Result<Duration, WorkloadError> {
@@ -271,6 +284,7 @@ impl Config {
             timeout: secs(params, TIMEOUT.name)?,
             threads: params.u64(THREADS.name)? as u32,
             spin_polls: params.u64(SPIN.name)? as u32,
+            poll_budget: params.f64(POLL_BUDGET.name)?,
         })
     }
 
@@ -339,6 +353,14 @@ impl Workload for WebLoad {
         if let Ok(n) = params.u64(SPIN.name) {
             if n > MAX_SPIN {
                 return bad(SPIN.name, format!("must be at most {MAX_SPIN}, got {n}"));
+            }
+        }
+        if let Ok(b) = params.f64(POLL_BUDGET.name) {
+            if !(0.0..=MAX_POLL_BUDGET).contains(&b) {
+                return bad(
+                    POLL_BUDGET.name,
+                    format!("must be from 0 (off) to {MAX_POLL_BUDGET}, got {b}"),
+                );
             }
         }
         if let Some(v) = params.get(RATE.name) {
@@ -484,6 +506,7 @@ impl Workload for WebLoad {
             // Distinct request streams per host and repetition.
             seed: cfg.seed ^ (u64::from(share.first) << 32) ^ u64::from(ctx.repetition),
             spin_polls: cfg.spin_polls,
+            poll_budget: cfg.poll_budget,
         };
         let gate = ctx.gate.clone();
         let arrive = move || gate.arrive().map_err(|e| e.to_string());
@@ -669,6 +692,19 @@ mod tests {
         let p = params(&[(SPIN.name, Value::Int(MAX_SPIN as i64))]);
         assert!(LOAD.validate(&p).is_ok());
         assert!(LOAD.validate(&params(&[])).is_ok());
+    }
+
+    #[test]
+    fn poll_budget_is_bounded() {
+        for bad in [-0.5, MAX_POLL_BUDGET + 1.0, f64::NAN] {
+            let p = params(&[(POLL_BUDGET.name, Value::Float(bad))]);
+            let e = LOAD.validate(&p).unwrap_err();
+            assert_eq!(e.key, POLL_BUDGET.name);
+            assert!(e.message.contains("from 0 (off)"), "{}", e.message);
+        }
+        let p = params(&[(POLL_BUDGET.name, Value::Float(0.5))]);
+        assert!(LOAD.validate(&p).is_ok());
+        assert_eq!(Config::read(&p).unwrap().poll_budget, 0.5);
     }
 
     #[test]

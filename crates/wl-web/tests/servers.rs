@@ -29,6 +29,7 @@ fn spec(server: &Server, targets: Vec<Target>) -> LoadSpec {
         timeout: Duration::from_secs(5),
         seed: 42,
         spin_polls: 0,
+        poll_budget: 0.0,
     }
 }
 
@@ -52,7 +53,16 @@ fn check_against_log(r: &LoadResult, log: &[LogLine]) {
     assert_eq!(r.latency.count(), r.measured.responses);
 }
 
-fn closed_loop_mix(kind: Kind, keep_alive: bool, version: HttpVersion, spin_polls: u32) {
+/// How the generator waits: sleep at once, spin a fixed number of polls,
+/// or poll adaptively within a budget of empty polls per response.
+#[derive(Clone, Copy)]
+enum Poll {
+    Sleep,
+    Spin(u32),
+    Adaptive(f64),
+}
+
+fn closed_loop_mix(kind: Kind, keep_alive: bool, version: HttpVersion, poll: Poll) {
     if missing(kind) {
         return;
     }
@@ -64,7 +74,11 @@ fn closed_loop_mix(kind: Kind, keep_alive: bool, version: HttpVersion, spin_poll
     let mut s = spec(&server, manifest.targets());
     s.keep_alive = keep_alive;
     s.version = version;
-    s.spin_polls = spin_polls;
+    match poll {
+        Poll::Sleep => {}
+        Poll::Spin(n) => s.spin_polls = n,
+        Poll::Adaptive(b) => s.poll_budget = b,
+    }
     let r = run(&s, &AtomicBool::new(false), &|| Ok(())).unwrap();
     server.stop();
     let log = server.access_log();
@@ -106,29 +120,38 @@ fn closed_loop_mix(kind: Kind, keep_alive: bool, version: HttpVersion, spin_poll
 
 #[test]
 fn nginx_keep_alive_mix_matches_access_log() {
-    closed_loop_mix(Kind::Nginx, true, HttpVersion::V11, 0);
+    closed_loop_mix(Kind::Nginx, true, HttpVersion::V11, Poll::Sleep);
 }
 
 /// Polling before each sleep changes when responses are seen, not which:
 /// the counts still equal the server's.
 #[test]
 fn nginx_spinning_keep_alive_mix_matches_access_log() {
-    closed_loop_mix(Kind::Nginx, true, HttpVersion::V11, 64);
+    closed_loop_mix(Kind::Nginx, true, HttpVersion::V11, Poll::Spin(64));
+}
+
+/// The adaptive poll (issue 29) grows and shrinks its polls as responses
+/// come; what it counts still equals the server's access log, in requests
+/// and bytes, on a keep-alive mix and with connections that close.
+#[test]
+fn nginx_adaptive_poll_mix_matches_access_log() {
+    closed_loop_mix(Kind::Nginx, true, HttpVersion::V11, Poll::Adaptive(0.5));
+    closed_loop_mix(Kind::Nginx, false, HttpVersion::V11, Poll::Adaptive(0.5));
 }
 
 #[test]
 fn nginx_http10_close_mix_matches_access_log() {
-    closed_loop_mix(Kind::Nginx, false, HttpVersion::V10, 0);
+    closed_loop_mix(Kind::Nginx, false, HttpVersion::V10, Poll::Sleep);
 }
 
 #[test]
 fn apache2_keep_alive_mix_matches_access_log() {
-    closed_loop_mix(Kind::Apache2, true, HttpVersion::V11, 0);
+    closed_loop_mix(Kind::Apache2, true, HttpVersion::V11, Poll::Sleep);
 }
 
 #[test]
 fn apache2_http11_close_mix_matches_access_log() {
-    closed_loop_mix(Kind::Apache2, false, HttpVersion::V11, 0);
+    closed_loop_mix(Kind::Apache2, false, HttpVersion::V11, Poll::Sleep);
 }
 
 /// Open loop at 2000 requests/s achieves the rate within ±1 %, counted
