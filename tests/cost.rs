@@ -72,3 +72,67 @@ fn measured_loops_make_no_more_system_calls_than_their_limits() {
     }
     assert!(stdout.contains("within budget"), "{stdout}");
 }
+
+/// The loops of mq.throughput, mq.latency, fileserver.load and
+/// fileserver.local, through their crates' bench examples (the same
+/// loops) against a RabbitMQ and an smbd the bench starts: system calls
+/// per message or load-file line under the budget file's ceilings
+/// (`syscalls_max`) and allocations in the loop within its budget, with
+/// no reference tool (PerfTest and smbtorture are not in the set-up), so
+/// a loop that gains a call or an allocation per operation fails CI.
+#[test]
+fn server_workload_loops_stay_within_their_counted_budgets() {
+    benchlab_testkit::require!(root, "strace", "gcc", "python3", "smbd", "smbpasswd");
+    if !Path::new("/usr/lib/rabbitmq/bin/rabbitmq-server").exists() {
+        return missing("rabbitmq-server");
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tempfile::tempdir().unwrap();
+    let r = Command::new(root.join("bench/cost"))
+        .args([
+            "--check",
+            "--benchlab-only",
+            "--figures",
+            "syscalls,allocs",
+            "--cases",
+            "mq,fileserver",
+        ])
+        .env("BENCH_OUT", out.path())
+        .env("BENCH_DIR", out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        r.status.success(),
+        "bench/cost --check failed:\n{stdout}\n{stderr}"
+    );
+    let row = |case: &str, figure: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(case) && l[case.len()..].trim_start().starts_with(figure))
+            .unwrap_or_else(|| panic!("no {figure} row for {case}:\n{stdout}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    for case in [
+        "mq.throughput 1 KiB",
+        "mq.latency 1 KiB 1000/s",
+        "fileserver.load smb1",
+        "fileserver.local",
+    ] {
+        let n = case.split(' ').count();
+        for figure in ["syscalls/op", "allocs/op"] {
+            let r = row(case, figure);
+            let v: f64 = r[n + 1].parse().unwrap_or_else(|_| panic!("{r:?}"));
+            assert!(v >= 0.0, "{case} {figure}: {v}");
+        }
+    }
+    // mq.latency acks every message, flushed at once: one write for the
+    // publish and one for the ack per message, which AMQP needs and
+    // nothing more. The count is exact, the protocol's, not the bench's.
+    let lat = row("mq.latency 1 KiB 1000/s", "syscalls/op").join(" ");
+    assert!(lat.contains("sendto 2.00"), "{lat}");
+    assert!(stdout.contains("within budget"), "{stdout}");
+}

@@ -7,6 +7,9 @@
 //! nbreplay local DIR LOADFILE CLIENTS RAMP_S MEASURE_S
 //! ```
 //!
+//! `NBREPLAY_PASSES=N` replays the load file exactly N times per client
+//! instead (ramp-up and measured time are then ignored), for `bench/cost`.
+//!
 //! Prints `mbytes_per_s=… ops=… errors=… unsupported=… cpu_s=…` (cpu_s:
 //! the clients' own CPU time over the measured interval).
 
@@ -58,7 +61,9 @@ fn main() {
         count: rest[1].parse().expect("clients"),
         ramp_up: secs(&rest[2]),
         measure: secs(&rest[3]),
-        passes: None,
+        passes: std::env::var("NBREPLAY_PASSES")
+            .ok()
+            .map(|p| p.parse().expect("NBREPLAY_PASSES: a whole number")),
         cleanup: true,
     };
     match run(&spec, &file, &AtomicBool::new(false), &|| Ok(())) {

@@ -43,6 +43,9 @@ pub fn errno() -> i32 {
 pub trait Backend {
     /// An open file or directory.
     type File;
+    /// The replay loop's name in `bench/cost`'s log of a count-allocs
+    /// build: the workload it serves.
+    const COST_LABEL: &'static str;
     /// Opens a file with POSIX `flags` (`O_RDWR`, `O_CREAT`, `O_TRUNC`);
     /// `dir`: open a directory instead. A file that turns out to be a
     /// directory is opened as one.
@@ -132,6 +135,7 @@ impl Local {
 pub struct Fd(libc::c_int);
 
 impl Backend for Local {
+    const COST_LABEL: &'static str = "fileserver.local client";
     type File = Fd;
 
     fn open(&mut self, path: &CStr, flags: libc::c_int, dir: bool) -> Result<Fd, i32> {

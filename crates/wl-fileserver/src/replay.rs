@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::result::CpuUsage;
 
@@ -449,6 +450,7 @@ impl<B: Backend> Client<'_, B> {
         // the first operation that starts in it) to its end.
         let mut cpu_from =
             (self.own_cpu && phase.load(Ordering::Relaxed) == MEASURE).then(process_cpu_s);
+        let cost = LoopCost::start();
         'passes: loop {
             for i in 0..n {
                 match phase.load(Ordering::Relaxed) {
@@ -503,6 +505,8 @@ impl<B: Backend> Client<'_, B> {
                 break;
             }
         }
+        let ops: u64 = self.tally.ops.iter().chain(&self.tally.unsupported).sum();
+        cost.end(B::COST_LABEL, ops);
         if let Some(from) = cpu_from {
             self.tally.cpu_s = process_cpu_s() - from;
         }

@@ -468,6 +468,7 @@ pub enum SmbFile {
 unsafe impl Send for SmbFile {}
 
 impl Backend for Smb {
+    const COST_LABEL: &'static str = "fileserver.load client";
     type File = SmbFile;
 
     fn open(&mut self, path: &CStr, flags: c_int, dir: bool) -> Result<SmbFile, i32> {

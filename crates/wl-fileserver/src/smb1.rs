@@ -1042,6 +1042,7 @@ fn disposition(flags: libc::c_int) -> u32 {
 }
 
 impl Backend for Smb1 {
+    const COST_LABEL: &'static str = "fileserver.load client";
     type File = Fid;
 
     fn open(&mut self, path: &CStr, flags: libc::c_int, dir: bool) -> Result<Fid, i32> {

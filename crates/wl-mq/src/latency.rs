@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::{LatencyRecorder, Series};
@@ -267,6 +268,7 @@ pub fn run(plan: &Plan, login: &Login, abort: &AtomicBool) -> Result<Outcome, St
                 let mut max_lag = 0u64;
                 let mut measured = 0u64;
                 let mut n = 0u64;
+                let cost = LoopCost::start();
                 let result = (|| {
                     while n < total {
                         let due_at = start_ns + due(n);
@@ -296,6 +298,7 @@ pub fn run(plan: &Plan, login: &Login, abort: &AtomicBool) -> Result<Outcome, St
                     }
                     Ok(())
                 })();
+                cost.end("mq.latency sender", n);
                 sent_count.store(n, Ordering::Release);
                 tx.close();
                 result.map(|_| (n, measured, max_lag))
@@ -307,6 +310,7 @@ pub fn run(plan: &Plan, login: &Login, abort: &AtomicBool) -> Result<Outcome, St
         let mut received = 0u64;
         let mut out_of_order = 0u64;
         let mut rx_err = None;
+        let cost = LoopCost::start();
         loop {
             let target = sent_count.load(Ordering::Acquire);
             if received >= target || received >= total {
@@ -350,6 +354,7 @@ pub fn run(plan: &Plan, login: &Login, abort: &AtomicBool) -> Result<Outcome, St
             iv.2 = iv.2.max(lat);
             iv.3 += lat;
         }
+        cost.end("mq.latency receiver", received);
         let sender = sender.join().expect("sender thread");
         rx.queue_delete(&queue).ok();
         rx.close();

@@ -63,6 +63,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
@@ -610,6 +611,7 @@ fn publisher(
     // first 8 (here with the publisher's id in the top 16 bits).
     let mut body = vec![b'X'; plan.size as usize];
     let tag = u64::from(id) << SEQ_BITS;
+    let cost = LoopCost::start();
     for seq in 0..plan.count {
         body[..8].copy_from_slice(&(tag | seq).to_le_bytes());
         c.publish(exchange, key, &body, plan.durable)
@@ -618,6 +620,7 @@ fn publisher(
             return Err("aborted".into());
         }
     }
+    cost.end("mq.throughput publisher", plan.count);
     let nacked = if plan.pub_confirm {
         c.wait_confirms(plan.count)
             .map_err(|e| format!("wait for the broker's confirms: {e}"))?
@@ -681,6 +684,7 @@ fn subscriber(
     // Alone on its queue: exactly its quota; in a group: until the group
     // has them all.
     let limit = if group.is_some() { u64::MAX } else { quota };
+    let cost = LoopCost::start();
     while received < limit {
         let d = match c.next_delivery() {
             Ok(d) => d,
@@ -732,6 +736,7 @@ fn subscriber(
             return Err("aborted".into());
         }
     }
+    cost.end("mq.throughput subscriber", received);
     // The last ack of a batch cut short (the socket's write side is open
     // even when a sibling shut its read side).
     if plan.sub_ack > 0 && last_tag > acked {
