@@ -9,6 +9,7 @@
 
 pub mod cost;
 pub mod cpu;
+pub mod engine_metric;
 pub mod envspec;
 pub mod fake;
 pub mod latency;

@@ -54,6 +54,17 @@ impl SideResult {
     pub fn value(&self, name: &str) -> f64 {
         self.values.get(name).copied().unwrap_or(f64::NAN)
     }
+
+    /// An engine-provided value (a managed service's CPU …), NaN when
+    /// absent.
+    pub fn engine(&self, m: crate::engine_metric::EngineMetric) -> f64 {
+        self.value(m.name())
+    }
+
+    /// Sets an engine-provided value.
+    pub fn set_engine(&mut self, m: crate::engine_metric::EngineMetric, v: f64) {
+        self.values.insert(m.name().to_string(), v);
+    }
 }
 
 /// The result of one repetition of one point: the derived metrics and both

@@ -8,28 +8,13 @@ use std::collections::BTreeMap;
 use benchlab_core::shape::merge_sides;
 use benchlab_core::{Combine, Params, Sample, SideResult, Workload};
 
-/// Metrics the engine itself adds to every sample, with their rules.
-const ENGINE_METRICS: &[(&str, Combine)] = &[
-    ("client_peak_rss_kib", Combine::Max),
-    ("server_peak_rss_kib", Combine::Max),
-    ("service_cpu_s", Combine::Sum),
-    ("service_util_pct", Combine::Sum),
-    ("service_rss_kib", Combine::Sum),
-    ("service_voluntary_ctxt_switches", Combine::Sum),
-    ("service_nonvoluntary_ctxt_switches", Combine::Sum),
-];
-
 /// The rule for a metric: the workload's declaration, the engine's own,
 /// or the mean for anything undeclared.
 pub(crate) fn rule(wl: &dyn Workload, params: &Params, name: &str) -> Combine {
     if let Some(spec) = wl.metrics(params).iter().find(|m| m.name == name) {
         return spec.combine;
     }
-    ENGINE_METRICS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, c)| *c)
-        .unwrap_or(Combine::Mean)
+    benchlab_core::engine_metric::by_name(name).map_or(Combine::Mean, |m| m.combine())
 }
 
 /// One client result from the results of a point's client hosts.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use benchlab_agent::{AgentError, AgentHandle, Request, Response};
+use benchlab_core::engine_metric::{CLIENT_PEAK_RSS_KIB, SERVER_PEAK_RSS_KIB};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
 use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::{Configuration, WorkloadEntry};
@@ -983,9 +984,9 @@ impl Engine<'_> {
                 UnitError::Failed(format!("merging the client hosts' results: {e}"))
             })?;
             let rss = [
-                ("client_peak_rss_kib", Some(client.peak_rss_kib)),
+                (CLIENT_PEAK_RSS_KIB.name(), Some(client.peak_rss_kib)),
                 (
-                    "server_peak_rss_kib",
+                    SERVER_PEAK_RSS_KIB.name(),
                     server
                         .as_ref()
                         .filter(|_| services.is_empty())

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use benchlab_agent::{Request, Response};
+use benchlab_core::engine_metric::{
+    SERVICE_CPU_S, SERVICE_ELAPSED_S, SERVICE_NONVOLUNTARY_CTXT_SWITCHES, SERVICE_RSS_KIB,
+    SERVICE_UTIL_PCT, SERVICE_VOLUNTARY_CTXT_SWITCHES,
+};
 use benchlab_core::study::{ServiceDecl, Study};
 use benchlab_core::ValidationError;
 use benchlab_core::{Params, ServiceInfo, SideResult};
@@ -545,16 +549,16 @@ fn usage_in(pool: &mut Pool, targets: &[Target]) -> Vec<Option<ServiceUsage>> {
 pub(crate) fn observed(before: &ServiceUsage, after: &ServiceUsage) -> SideResult {
     let d = before.delta(after);
     let mut r = SideResult::default();
-    r.values.insert("service_cpu_s".into(), d.cpu_s);
-    r.values.insert("service_util_pct".into(), d.util_pct);
-    r.values.insert("service_rss_kib".into(), d.rss_kib as f64);
-    r.values.insert("service_elapsed_s".into(), d.elapsed_s);
+    r.set_engine(SERVICE_CPU_S, d.cpu_s);
+    r.set_engine(SERVICE_UTIL_PCT, d.util_pct);
+    r.set_engine(SERVICE_RSS_KIB, d.rss_kib as f64);
+    r.set_engine(SERVICE_ELAPSED_S, d.elapsed_s);
     r.counters.insert(
-        "service_voluntary_ctxt_switches".into(),
+        SERVICE_VOLUNTARY_CTXT_SWITCHES.name().into(),
         d.voluntary_ctxt_switches,
     );
     r.counters.insert(
-        "service_nonvoluntary_ctxt_switches".into(),
+        SERVICE_NONVOLUNTARY_CTXT_SWITCHES.name().into(),
         d.nonvoluntary_ctxt_switches,
     );
     r.peak_rss_kib = after.rss_kib;

@@ -41,6 +41,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use benchlab_core::engine_metric::{SERVICE_CPU_S, SERVICE_UTIL_PCT};
 use benchlab_core::param::{
     ParamDefault, ParamError, ParamKind, ParamSpec, Params, DURATION, WARMUP,
 };
@@ -672,11 +673,11 @@ fn derive(
         );
     }
     if let Some(s) = server {
-        let cpu_s = s.value("service_cpu_s");
+        let cpu_s = s.engine(SERVICE_CPU_S);
         if !cpu_s.is_nan() {
             put("service_cpu_us_per_op", cpu_s * 1e6 / total_ops as f64);
         }
-        let util = s.value("service_util_pct");
+        let util = s.engine(SERVICE_UTIL_PCT);
         if !util.is_nan() {
             put("service_util_pct", util);
         }

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
+use benchlab_core::engine_metric::{SERVICE_CPU_S, SERVICE_UTIL_PCT};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params, DURATION, WARMUP};
 use benchlab_core::recorder::{LatencyRecorder, Series};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
@@ -663,14 +664,14 @@ pub fn derive(
         );
     }
     if let Some(s) = server {
-        let cpu_s = s.value("service_cpu_s");
+        let cpu_s = s.engine(SERVICE_CPU_S);
         if cpu_s.is_finite() {
             m.insert(
                 "service_cpu_us_per_message".into(),
                 cpu_s * 1e6 / sent.max(1) as f64,
             );
         }
-        let util = s.value("service_util_pct");
+        let util = s.engine(SERVICE_UTIL_PCT);
         if util.is_finite() {
             m.insert("service_util_pct".into(), util);
         }

@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 
 use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
+use benchlab_core::engine_metric::{SERVICE_CPU_S, SERVICE_UTIL_PCT};
 use benchlab_core::param::{ParamDefault, ParamKind, ParamSpec, Params};
 use benchlab_core::shape::{Combine, ServerSide, ViewSpec};
 use benchlab_core::ValidationError;
@@ -970,14 +971,14 @@ pub fn derive(
         );
     }
     if let Some(s) = server {
-        let cpu_s = s.value("service_cpu_s");
+        let cpu_s = s.engine(SERVICE_CPU_S);
         if cpu_s.is_finite() {
             m.insert(
                 "service_cpu_us_per_transfer".into(),
                 cpu_s * 1e6 / transfers,
             );
         }
-        let util = s.value("service_util_pct");
+        let util = s.engine(SERVICE_UTIL_PCT);
         if util.is_finite() {
             m.insert("service_util_pct".into(), util);
         }

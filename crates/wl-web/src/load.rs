@@ -38,6 +38,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use benchlab_core::engine_metric::{SERVICE_CPU_S, SERVICE_UTIL_PCT};
 use benchlab_core::param::{
     ParamDefault, ParamError, ParamKind, ParamSpec, Params, DURATION, WARMUP,
 };
@@ -652,11 +653,11 @@ fn derive(
         );
     }
     if let Some(s) = server {
-        let cpu_s = s.value("service_cpu_s");
+        let cpu_s = s.engine(SERVICE_CPU_S);
         if !cpu_s.is_nan() {
             put("service_cpu_us_per_request", cpu_s * 1e6 / ok as f64);
         }
-        let util = s.value("service_util_pct");
+        let util = s.engine(SERVICE_UTIL_PCT);
         if !util.is_nan() {
             put("service_util_pct", util);
         }
