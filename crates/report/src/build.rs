@@ -500,6 +500,7 @@ pub(crate) fn build(
         points,
         failures,
         hosts: hosts.to_vec(),
+        emulated: crate::model::emulated(hosts),
         repetition_rule: repetition_rule(study),
         order: study.order_text(),
         control: control_rows,

@@ -134,6 +134,13 @@ pub fn render_body(report: &RunReport) -> String {
     if !report.order.is_empty() {
         let _ = writeln!(o, "<p class=\"small\">Order: {}</p>", esc(&report.order));
     }
+    for e in &report.emulated {
+        let _ = writeln!(
+            o,
+            "<p class=\"legend\"><strong>Emulated:</strong> {}</p>",
+            esc(e)
+        );
+    }
     findings(report, &mut o);
     control_html(report, &mut o);
 
