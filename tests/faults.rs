@@ -5,11 +5,7 @@
 //! run`), a workload agent, an environment agent, a background-load worker
 //! and a managed server (nginx's master, RabbitMQ's `beam.smp` or its
 //! `epmd`, smbd's main process) — and each host kind — local, network
-//! namespace, SSH (a real sshd in a namespace of a test bed), QEMU guest
-//! (issue 23: the server side in a guest benchlab boots, whose QEMU is a
-//! component of its own; its agents live in the guest's kernel, out of
-//! the host's reach, so the controller and QEMU are what is killed there,
-//! under the `net` workloads) — the suite
+//! namespace, SSH (a real sshd in a namespace of a test bed) — the suite
 //! SIGKILLs the component at seeded random moments spread over a run's
 //! three phases: *apply* (preflight and the configuration's profile and
 //! load), *run* (the points) and *revert* (after the last point). Each
@@ -30,7 +26,7 @@
 //! included: beam.smp, epmd, smbd, nginx), mount, loop device (the
 //! share's image too), file or scratch directory in the scratch and
 //! temporary directories, journal, changed sysctl (on the machine and in
-//! each namespace), huge page reservation, guest tap or cgroup.
+//! each namespace) or cgroup.
 //!
 //! **Storage faults.** The database's file system filled mid-run, the
 //! scratch target's filled; a corrupted database, a read-only one, one of
@@ -63,9 +59,7 @@ use common::Scratch;
 /// component: one for each of the six workload kinds, one more for the
 /// first; a RabbitMQ trial alone takes 10–20 s (the broker boots again
 /// for the resume), which is what bounds these counts.
-/// One per component on a guest, whose trials boot it twice (the
-/// killed run and its resume) at 10–25 s a boot under TCG.
-const DEFAULT_KILLS: [usize; 4] = [4, 2, 1, 1];
+const DEFAULT_KILLS: [usize; 3] = [4, 2, 1];
 
 /// The storage tests and the kill matrix change mounts and settings that
 /// the others' checks look at: one at a time.
@@ -109,7 +103,6 @@ enum HostKind {
     Local,
     Netns,
     Ssh,
-    Guest,
 }
 
 impl HostKind {
@@ -118,7 +111,6 @@ impl HostKind {
             HostKind::Local => "local",
             HostKind::Netns => "netns",
             HostKind::Ssh => "ssh",
-            HostKind::Guest => "guest",
         }
     }
 }
@@ -130,28 +122,16 @@ enum Component {
     EnvAgent,
     LoadWorker,
     Server,
-    Qemu,
 }
 
 impl Component {
-    const ALL: [Component; 6] = [
+    const ALL: [Component; 5] = [
         Component::Controller,
         Component::Agent,
         Component::EnvAgent,
         Component::LoadWorker,
         Component::Server,
-        Component::Qemu,
     ];
-
-    /// Whether the component exists (and can be reached from this
-    /// machine) on a host kind: QEMU only for guests; inside a guest only
-    /// the controller and QEMU are processes of this machine.
-    fn on(self, kind: HostKind) -> bool {
-        match kind {
-            HostKind::Guest => matches!(self, Component::Controller | Component::Qemu),
-            _ => self != Component::Qemu,
-        }
-    }
 
     fn name(self) -> &'static str {
         match self {
@@ -160,7 +140,6 @@ impl Component {
             Component::EnvAgent => "environment agent",
             Component::LoadWorker => "load worker",
             Component::Server => "managed server",
-            Component::Qemu => "qemu",
         }
     }
 }
@@ -428,17 +407,6 @@ impl Cell {
                 ),
                 self.addr(1),
             ),
-            // The server side in a guest whose NIC is a tap of its own in
-            // the generator's namespace (`direct`), on huge pages.
-            HostKind::Guest => (
-                format!(
-                    "[[host]]\nname = \"sut\"\nguest = {{ vcpus = 1, memory = 256, hugepages = true, net = \"direct\", netns = \"{}\", ip = \"10.{s}.1.2/30\", peer = \"10.{s}.1.1/30\" }}\n[[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"10.{s}.1.1\"\n",
-                    self.ns("gen"),
-                    self.ns("gen"),
-                    s = self.subnet
-                ),
-                format!("10.{}.1.2", self.subnet),
-            ),
         }
     }
 
@@ -513,8 +481,6 @@ impl Drop for Cell {
 /// the machine's values on a local host and each namespace's on the others.
 const PROFILE: &str = "[profile]\ndescription = \"fault suite\"\n[sysctl]\n\"net.ipv4.tcp_fin_timeout\" = 37\n\"net.core.somaxconn\" = 3333\n";
 const SYSCTLS: [&str; 2] = ["net/ipv4/tcp_fin_timeout", "net/core/somaxconn"];
-/// A guest's huge pages are allowed here for its life.
-const HUGEPAGES: &str = "vm/nr_overcommit_hugepages";
 
 /// The managed servers' password (RabbitMQ's user, Samba's tdbsam
 /// entry), read from the environment by the services and the clients.
@@ -702,14 +668,6 @@ fn victim(
             procs
                 .iter()
                 .filter(|p| p.cmd.contains("__load-worker"))
-                .map(|p| p.pid)
-                .collect(),
-            rng,
-        ),
-        Component::Qemu => pick(
-            procs
-                .iter()
-                .filter(|p| program(p) == "qemu-system-x86_64")
                 .map(|p| p.pid)
                 .collect(),
             rng,
@@ -908,7 +866,7 @@ fn integrity(db: &Path) -> Result<(), String> {
 /// What a run may change outside its store, as (what, value).
 fn snapshot(cell: &Cell) -> BTreeMap<String, String> {
     let mut s = BTreeMap::new();
-    for k in SYSCTLS.iter().chain(&[HUGEPAGES]) {
+    for k in SYSCTLS {
         let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
         s.insert(format!("machine {k}"), v.trim().to_string());
     }
@@ -930,13 +888,7 @@ fn snapshot(cell: &Cell) -> BTreeMap<String, String> {
     for (what, dir) in cgroup_dirs() {
         s.insert(format!("cgroup {what}"), dir);
     }
-    s.insert("huge pages in use".into(), hugepages_total().to_string());
     s
-}
-
-/// HugePages_Total of /proc/meminfo: a guest's pages while its QEMU lives.
-fn hugepages_total() -> u64 {
-    benchlab_guest::spec::meminfo_kib("HugePages_Total").unwrap_or(0)
 }
 
 /// The cgroups these runs may make (v1 hierarchies and v2), two levels
@@ -1043,20 +995,6 @@ fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
                 }
             }
         }
-        if cell.bed.is_some() {
-            for host in ["sut", "gen"] {
-                let out = Command::new("ip")
-                    .args(["-n", &cell.ns(host), "-o", "link", "show"])
-                    .output()
-                    .unwrap();
-                for l in String::from_utf8_lossy(&out.stdout).lines() {
-                    // A guest's tap: `blg<pid>-<n>`.
-                    if let Some(name) = l.split(": ").nth(1).filter(|n| n.starts_with("blg")) {
-                        left.push(format!("guest tap {name} in {host}"));
-                    }
-                }
-            }
-        }
         if left.is_empty() || Instant::now() > until {
             break;
         }
@@ -1067,13 +1005,6 @@ fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
     }
     for l in loops_under(cell.base.dir.path()) {
         left.push(format!("loop device {l}"));
-    }
-    // A killed QEMU's pages go back as its memory file is released, a
-    // moment after the process is gone.
-    let want = before.get("huge pages in use").cloned().unwrap_or_default();
-    let until = Instant::now() + Duration::from_secs(10);
-    while hugepages_total().to_string() != want && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
     }
     for f in files_in(&cell.tmp()) {
         left.push(format!("file {f}"));
@@ -1392,7 +1323,6 @@ fn kills_per_cell(kind: HostKind) -> usize {
             HostKind::Local => DEFAULT_KILLS[0],
             HostKind::Netns => DEFAULT_KILLS[1],
             HostKind::Ssh => DEFAULT_KILLS[2],
-            HostKind::Guest => DEFAULT_KILLS[3],
         })
 }
 
@@ -1419,14 +1349,12 @@ fn phase_name(p: Phase) -> &'static str {
 
 /// The workloads a component's kills cycle through: a managed server
 /// exists only under the server workloads. `BENCHLAB_FAULT_WORKLOADS=mq,fs`
-/// narrows them (when chasing a fault). A guest serves the `net` workloads
-/// (its trials are the slowest: a boot each, and another for the resume).
-fn workloads(c: Component, kind: HostKind) -> Vec<Wl> {
+/// narrows them (when chasing a fault).
+fn workloads(c: Component) -> Vec<Wl> {
     let only = std::env::var("BENCHLAB_FAULT_WORKLOADS").unwrap_or_default();
     Wl::ALL
         .into_iter()
         .filter(|w| c != Component::Server || w.server().is_some())
-        .filter(|w| kind != HostKind::Guest || *w == Wl::Net)
         .filter(|w| only.is_empty() || only.split(',').any(|o| o == w.name()))
         .collect()
 }
@@ -1448,29 +1376,12 @@ fn sigkill_every_component_on_every_host_kind() {
             return benchlab_testkit::missing(what);
         }
     }
-    // The guest host kind's QEMU, busybox and kernel.
-    if benchlab_guest::qemu_path().is_err() {
-        return benchlab_testkit::missing("qemu-system-x86_64 (Debian package qemu-system-x86)");
-    }
-    if !Path::new("/bin/busybox").exists() {
-        return benchlab_testkit::missing("busybox-static (scripts/setup.sh installs it)");
-    }
-    if benchlab_guest::kernel::Kernel::find().is_err() {
-        return benchlab_testkit::missing(
-            "the guest kernel (bash scripts/guest-kernel.sh, run by scripts/setup.sh)",
-        );
-    }
     let _serial = serial();
     let seed = seed();
-    let counts: Vec<String> = [
-        HostKind::Local,
-        HostKind::Netns,
-        HostKind::Ssh,
-        HostKind::Guest,
-    ]
-    .iter()
-    .map(|k| format!("{} {}", k.name(), kills_per_cell(*k)))
-    .collect();
+    let counts: Vec<String> = [HostKind::Local, HostKind::Netns, HostKind::Ssh]
+        .iter()
+        .map(|k| format!("{} {}", k.name(), kills_per_cell(*k)))
+        .collect();
     let counts = counts.join(", ");
     eprintln!("fault suite: seed {seed} (BENCHLAB_FAULT_SEED), kills per cell: {counts} (BENCHLAB_FAULT_KILLS)");
     let mut rng = Rng(seed);
@@ -1500,7 +1411,6 @@ fn sigkill_every_component_on_every_host_kind() {
         (HostKind::Local, 0u8),
         (HostKind::Netns, 241),
         (HostKind::Ssh, 242),
-        (HostKind::Guest, 243),
     ] {
         if !only.is_empty() && !only.split(',').any(|h| h == kind.name()) {
             continue;
@@ -1509,9 +1419,6 @@ fn sigkill_every_component_on_every_host_kind() {
         let mut cell = Cell::new(kind, subnet);
         let mut timings: HashMap<Wl, Timing> = HashMap::new();
         for c in Component::ALL {
-            if !c.on(kind) {
-                continue;
-            }
             if !only_components.is_empty()
                 && !only_components.split(',').any(|o| c.name().starts_with(o))
             {
@@ -1520,7 +1427,7 @@ fn sigkill_every_component_on_every_host_kind() {
             let tally = table.entry((c, kind)).or_default();
             let mut attempts = 0;
             let mut retry = 0;
-            let wls = workloads(c, kind);
+            let wls = workloads(c);
             // Three draws per kill, and three more: on a loaded machine
             // a run may end before a moment drawn from the reference's
             // timing, and the next draws (later phases) can miss too.

@@ -1,16 +1,15 @@
 //! `benchlab history STUDY`: the stored runs of one study as series, one
 //! per table row, metric and configuration, with the change points
-//! `benchlab_stats::change_points` finds in each.
+//! `benchlab_stats::change_points` finds in each; the series are built by
+//! `benchlab_report::history`, as `benchlab serve`'s history page does.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use anyhow::{bail, Result};
-use benchlab_core::{Better, Registry};
-use benchlab_report::RunReport;
-use benchlab_stats::{change_points, ChangePointOptions, Segmentation};
-use benchlab_store::{RunStatus, Store};
+use anyhow::Result;
+use benchlab_core::Better;
+use benchlab_stats::{ChangePointOptions, Segmentation};
 
 use crate::registry;
 
@@ -29,144 +28,6 @@ pub(crate) struct HistoryArgs<'a> {
     pub(crate) options: ChangePointOptions,
 }
 
-/// The report of one stored run. Every report this command reads comes
-/// through here, so that it follows the CLI's one loader (`show`'s).
-fn load_report(store: &Store, _reg: &Registry, run_id: i64) -> Result<RunReport> {
-    Ok(benchlab_report::load(
-        store,
-        &benchlab_report::RunSelection::Run(run_id),
-    )?)
-}
-
-/// One series: a (workload, metric, fixed values, row, configuration)
-/// over the runs, in run order.
-struct Series {
-    title: String,
-    workload: String,
-    where_: String,
-    configuration: String,
-    better: Better,
-    decimals: usize,
-    /// (run id, quoted figure).
-    values: Vec<(i64, f64)>,
-}
-
-impl Series {
-    fn key(&self) -> (&str, &str, &str, &str) {
-        (
-            &self.title,
-            &self.workload,
-            &self.where_,
-            &self.configuration,
-        )
-    }
-}
-
-/// The runs of the series: the study's completed, measured runs run with
-/// the newest one's options, oldest first; and what was left out, in words.
-fn select_runs(store: &Store, name: &str) -> Result<(Vec<i64>, Vec<String>)> {
-    let all = store.runs()?;
-    let mut of_study: Vec<_> = all.iter().filter(|r| r.study_name == name).collect();
-    if of_study.is_empty() {
-        let mut names: Vec<&str> = all.iter().map(|r| r.study_name.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        bail!(
-            "the store has no run of a study named `{name}` (studies stored: {})",
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        );
-    }
-    of_study.sort_by_key(|r| r.id);
-    let mut left_out = Vec::new();
-    let unfinished = of_study
-        .iter()
-        .filter(|r| r.status != RunStatus::Completed)
-        .count();
-    if unfinished > 0 {
-        left_out.push(format!("{unfinished} not completed"));
-    }
-    of_study.retain(|r| r.status == RunStatus::Completed);
-    let mut published = 0;
-    let mut measured = Vec::new();
-    for r in of_study {
-        if store
-            .configurations(r.id)?
-            .iter()
-            .any(benchlab_report::import::is_published)
-        {
-            published += 1;
-        } else {
-            measured.push(r);
-        }
-    }
-    if published > 0 {
-        left_out.push(format!("{published} published (not measured here)"));
-    }
-    let Some(newest) = measured.last().map(|r| r.options) else {
-        bail!(
-            "study `{name}` has no completed measured run ({})",
-            left_out.join(", ")
-        );
-    };
-    // A --quick or scaled run measures shorter points: its figures are not
-    // the same series.
-    let other_options = measured.iter().filter(|r| r.options != newest).count();
-    if other_options > 0 {
-        left_out.push(format!(
-            "{other_options} run with other options than the newest (--quick or --scale)"
-        ));
-    }
-    Ok((
-        measured
-            .iter()
-            .filter(|r| r.options == newest)
-            .map(|r| r.id)
-            .collect(),
-        left_out,
-    ))
-}
-
-/// Every table row of every run, as series in the order first seen.
-fn collect_series(reports: &[RunReport]) -> Vec<Series> {
-    let mut out: Vec<Series> = Vec::new();
-    for report in reports {
-        for table in &report.tables {
-            for row in &table.rows {
-                for (c, cell) in row.cells.iter().enumerate() {
-                    let Some(cell) = cell else { continue };
-                    let where_ = if table.fixed.is_empty() {
-                        format!("{}={}", table.row_param, row.label)
-                    } else {
-                        format!("{}, {}={}", table.fixed, table.row_param, row.label)
-                    };
-                    let s = Series {
-                        title: table.title.clone(),
-                        workload: table.workload.clone(),
-                        where_,
-                        configuration: table.columns[c].clone(),
-                        better: table.better,
-                        decimals: table.decimals,
-                        values: Vec::new(),
-                    };
-                    let i = match out.iter().position(|o| o.key() == s.key()) {
-                        Some(i) => i,
-                        None => {
-                            out.push(s);
-                            out.len() - 1
-                        }
-                    };
-                    out[i].values.push((report.run.id, cell.value));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// `benchlab history STUDY [--fail-on-change] [--since RUN]`.
 pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     let reg = registry();
@@ -176,12 +37,8 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
         args.study.to_string()
     };
     let store = crate::open::open_read(db)?;
-    let (runs, left_out) = select_runs(&store, &name)?;
-    let reports = runs
-        .iter()
-        .map(|&id| load_report(&store, &reg, id))
-        .collect::<Result<Vec<_>>>()?;
-    let series = collect_series(&reports);
+    let h = benchlab_report::history::history(&store, &name, None, args.options)?;
+    let runs = &h.group.runs;
     let o = &args.options;
     let mut out = String::new();
     writeln!(
@@ -193,15 +50,37 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
             .map(i64::to_string)
             .collect::<Vec<_>>()
             .join(", "),
-        if left_out.is_empty() {
+        if h.left_out.is_empty() {
             String::new()
         } else {
-            format!("; left out: {}", left_out.join(", "))
+            format!("; left out: {}", h.left_out.join(", "))
         }
     )?;
     writeln!(
         out,
-        "series: runs of the same study name (the store keeps no plan fingerprint: a plan changed under the same name continues the series)"
+        "series: runs of the same study name and plan fingerprint {}{}",
+        h.group.fingerprint,
+        if h.other_groups.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (other plans or options, not in this series: {})",
+                h.other_groups
+                    .iter()
+                    .map(|g| format!(
+                        "{} with run{} {}",
+                        g.fingerprint,
+                        if g.runs.len() == 1 { "" } else { "s" },
+                        g.runs
+                            .iter()
+                            .map(i64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        }
     )?;
     writeln!(
         out,
@@ -212,15 +91,11 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     // for --fail-on-change.
     let mut counted: Vec<(String, i64)> = Vec::new();
     let mut found = 0;
-    for s in &series {
-        let label = format!(
-            "{} · {} · {} · {}",
-            s.title, s.workload, s.where_, s.configuration
-        );
+    for s in &h.series {
+        let label = s.label();
         writeln!(out, "\n{label} ({} is better)", better_word(s.better))?;
-        let values: Vec<f64> = s.values.iter().map(|v| v.1).collect();
-        let seg = change_points(&values, o);
-        let changes = seg.as_ref().map_or(&[][..], |g| &g.changes[..]);
+        let seg = s.segmentation.as_ref();
+        let changes = seg.map_or(&[][..], |g| &g.changes[..]);
         for (i, &(run, v)) in s.values.iter().enumerate() {
             write!(out, "  run {run:>5}  {v:>14.*}", s.decimals)?;
             if let Some(c) = changes.iter().find(|c| c.index == i) {
@@ -244,14 +119,14 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
             }
             writeln!(out)?;
         }
-        writeln!(out, "  {}", verdict(seg.as_ref(), values.len(), o))?;
+        writeln!(out, "  {}", verdict(seg, s.values.len(), o))?;
     }
     let newest = runs.last().copied().unwrap_or_default();
     writeln!(
         out,
         "\n{found} change point{} in {} series; the newest run ({newest}) is {}",
         if found == 1 { "" } else { "s" },
-        series.len(),
+        h.series.len(),
         if found == 0 {
             "in an unchanged series".to_string()
         } else {

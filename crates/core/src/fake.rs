@@ -114,6 +114,11 @@ impl Workload for Fake {
         "size"
     }
 
+    fn simulated_params(&self) -> &'static [&'static str] {
+        // The fake system under test: its figures, their noise and drift.
+        &["value", "latency_us", "step", "noise", "drift", "seed"]
+    }
+
     fn table_metrics(&self, _params: &Params) -> Vec<MetricSpec> {
         METRICS.to_vec()
     }

@@ -79,6 +79,11 @@ pub struct WorkloadShape {
     /// `64KiB`); empty in a version-1 plan until it is upgraded.
     #[serde(default)]
     pub byte_params: Vec<String>,
+    /// The parameters that stand for the system measured, not the
+    /// measurement ([`Workload::simulated_params`]): left out of the
+    /// plan's fingerprint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub simulated_params: Vec<String>,
 }
 
 impl WorkloadShape {
@@ -129,6 +134,82 @@ pub enum PlanError {
 }
 
 impl ResolvedPlan {
+    /// The plan's fingerprint: 16 hex digits naming what the run measured
+    /// and how, so that the runs of one study name whose plans differ
+    /// (a point added, a duration or a configuration changed, another
+    /// repetition count, `--quick` or `--scale`) form separate series in
+    /// a history.
+    ///
+    /// It covers the study name, its order (not an alternate order's
+    /// seed, drawn for each run) and control, every
+    /// configuration (placement, environment, host map, services) and
+    /// every workload (kind, name, repetitions, axes, parameters and
+    /// overrides, hosts of its sides) as resolved, and the run's options.
+    /// It leaves out what does not change what a figure means: the file's
+    /// name and text (comments, layout), descriptions, why an order was
+    /// chosen, the `[[host]]` definitions (addresses and credentials
+    /// move), the steps, comparisons and cross-checks the report draws,
+    /// and the parameters a workload declares as the simulated system
+    /// ([`WorkloadShape::simulated_params`]).
+    ///
+    /// FNV-1a (64 bits) over the canonical JSON of those parts: a name for
+    /// a series, not a security hash.
+    pub fn fingerprint(&self, options: &crate::plan::RunOptions) -> String {
+        let s = &self.study;
+        let configurations: Vec<serde_json::Value> = s
+            .configurations
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("description");
+                }
+                v
+            })
+            .collect();
+        let workloads: Vec<serde_json::Value> = s
+            .workloads
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let mut w = w.clone();
+                if let Some(shape) = self.workloads.get(i) {
+                    for p in &shape.simulated_params {
+                        w.base.0.remove(p);
+                        for o in &mut w.overrides {
+                            o.0.remove(p);
+                        }
+                    }
+                }
+                serde_json::to_value(&w).unwrap_or_default()
+            })
+            .collect();
+        // The order's kind and blocks, not the seed an alternate order
+        // draws afresh for every run.
+        let order = match s.order {
+            crate::study::Order::Alternate { .. } => serde_json::json!("alternate"),
+            other => serde_json::to_value(other).unwrap_or_default(),
+        };
+        let canonical = serde_json::json!({
+            "study": s.name,
+            "order": order,
+            "control": s.control,
+            "configurations": configurations,
+            "workloads": workloads,
+            "quick": options.quick,
+            "scale": options.scale,
+        });
+        // serde_json's maps are sorted (no `preserve_order`): one text per
+        // plan.
+        let text = canonical.to_string();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+
     /// Resolves a study against the registry: `points` are the (workload
     /// index, parameters) of the points to be run or stored, from which
     /// each table group's metrics are taken.
@@ -152,6 +233,11 @@ impl ResolvedPlan {
                 metrics: wl.metrics(&base).iter().map(MetricInfo::from).collect(),
                 views: wl.views(&base),
                 byte_params: byte_params(wl),
+                simulated_params: wl
+                    .simulated_params()
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect(),
             });
         }
         for (w, params) in points {

@@ -246,6 +246,13 @@ pub trait Workload: Send + Sync + 'static {
     fn clients_axis(&self) -> bool {
         false
     }
+    /// Parameters that stand for the system being measured rather than
+    /// for the measurement (the `fake` workload's figures, noise and
+    /// seed): a run history's series continues when only these change,
+    /// as it does when the kernel under the study changes.
+    fn simulated_params(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Every metric the workload derives, with how it combines over client
     /// hosts and targets (the table's metrics and the others). A metric
     /// not listed is averaged.

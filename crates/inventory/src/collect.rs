@@ -135,7 +135,6 @@ impl Collector {
             sysctls,
             tools: Tools::default(),
             warnings: self.warnings,
-            guest: None,
         }
     }
 

@@ -63,37 +63,6 @@ pub struct Inventory {
     pub tools: Tools,
     /// One line per item that could not be read, saying what and why.
     pub warnings: Vec<String>,
-    /// When the host is a QEMU guest benchlab booted for the run: how it
-    /// was made (added by the controller, which made it; a guest cannot
-    /// see its own pinning or memory backing).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub guest: Option<Guest>,
-}
-
-/// A QEMU guest as the appendix states it (issue 23).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Guest {
-    /// QEMU's version.
-    pub qemu: String,
-    /// The machine type (`q35`).
-    pub machine: String,
-    /// `kvm` or `tcg`.
-    pub accel: String,
-    /// Why the guest is emulated (TCG), when it is.
-    pub emulated: Option<String>,
-    /// vCPUs.
-    pub vcpus: u32,
-    /// The host CPU each vCPU's thread is pinned to (`None`: not pinned).
-    pub vcpu_cpus: Vec<Option<usize>>,
-    /// Memory, MiB.
-    pub memory_mib: u64,
-    /// Huge pages or anonymous memory.
-    pub memory_backing: String,
-    /// The NIC model and where it is joined.
-    pub nic: String,
-    /// Seconds from QEMU's start to the guest's agent channel being up.
-    pub boot_s: f64,
 }
 
 /// Platform identity from DMI/SMBIOS (`/sys/class/dmi/id`).

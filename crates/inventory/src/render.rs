@@ -430,44 +430,6 @@ pub fn host_table(hosts: &[(&str, &Inventory)]) -> HostTable {
         }
     }
 
-    if hosts.iter().any(|(_, i)| i.guest.is_some()) {
-        // What only the controller that booted a guest knows: how.
-        heading(&mut rows, "QEMU guest");
-        row(&mut rows, "QEMU version", &|i| {
-            guest_row(i, |g| g.qemu.clone())
-        });
-        row(&mut rows, "Machine type", &|i| {
-            guest_row(i, |g| g.machine.clone())
-        });
-        row(&mut rows, "Acceleration", &|i| {
-            guest_row(i, |g| match &g.emulated {
-                Some(why) => format!(
-                    "{} (emulated, not a virtualization measurement: {why})",
-                    g.accel
-                ),
-                None => g.accel.clone(),
-            })
-        });
-        row(&mut rows, "vCPU → host CPU", &|i| {
-            guest_row(i, |g| {
-                (0..g.vcpus as usize)
-                    .map(|v| match g.vcpu_cpus.get(v).copied().flatten() {
-                        Some(c) => format!("{v}→{c}"),
-                        None => format!("{v}→any (not pinned)"),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-        });
-        row(&mut rows, "Guest memory", &|i| {
-            guest_row(i, |g| format!("{} MiB, {}", g.memory_mib, g.memory_backing))
-        });
-        row(&mut rows, "NIC model", &|i| guest_row(i, |g| g.nic.clone()));
-        row(&mut rows, "Boot to agent (s)", &|i| {
-            guest_row(i, |g| format!("{:.1}", g.boot_s))
-        });
-    }
-
     let tool_keys: BTreeSet<&String> = hosts
         .iter()
         .flat_map(|(_, i)| i.tools.extra.keys())
@@ -834,11 +796,6 @@ fn fs_summary(fs: &Filesystem) -> String {
     format!("{} on {} ({})", fs.fs_type, fs.device, fs.options)
 }
 
-/// A guest's value, or "N/A" for a host that is not a guest.
-fn guest_row(i: &Inventory, f: impl Fn(&crate::Guest) -> String) -> String {
-    i.guest.as_ref().map_or_else(|| ABSENT.to_string(), f)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -950,7 +907,6 @@ mod tests {
             .into(),
             tools: Tools::default(),
             warnings: Vec::new(),
-            guest: None,
         };
         inv.tools.extra.insert("benchlab".into(), "0.1.0".into());
         inv

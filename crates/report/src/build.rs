@@ -194,8 +194,21 @@ pub fn notes(points: &[PointRow], configurations: &[ConfigRow], stored: &[NoteRo
     }
     out
 }
-/// The repetition rule of a study, in words.
-pub fn repetition_rule(study: &Study) -> String {
+
+/// The repetition rule of a run, in words: the study's, or the one
+/// repetition a `--quick` trial ran instead.
+pub fn repetition_rule(study: &Study, options: &benchlab_core::plan::RunOptions) -> String {
+    let asked = study_repetition_rule(study);
+    if options.quick {
+        return format!(
+            "one repetition per point (a --quick trial run; the study asks for {asked})"
+        );
+    }
+    asked
+}
+
+/// The repetition rule the study file asks for, in words.
+fn study_repetition_rule(study: &Study) -> String {
     let describe = |w: &benchlab_core::study::WorkloadEntry| match w.adaptive {
         Some(a) => stats::StopRule::new(a.min, a.max, a.target_ci_pct)
             .map(|r| r.describe())
@@ -500,8 +513,7 @@ pub(crate) fn build(
         points,
         failures,
         hosts: hosts.to_vec(),
-        emulated: crate::model::emulated(hosts),
-        repetition_rule: repetition_rule(study),
+        repetition_rule: repetition_rule(study, &run.options),
         order: study.order_text(),
         control: control_rows,
         settings: Vec::new(),

@@ -234,7 +234,6 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                     .cloned()
             })
             .collect(),
-        emulated: crate::model::emulated(&hosts),
         hosts,
         repetition_rule: order
             .iter()

@@ -43,7 +43,9 @@ td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}td.
 tr.diff td{background:#fff6d5}
 .legend{font-size:.85em;color:#444}.small{font-size:.8em;color:#555}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
-svg.chart{display:block;margin:.5em 0}
+svg.chart{display:block;margin:.5em 0;max-width:100%;height:auto}
+ul.keys{list-style:none;padding:0;margin:0 0 1em;font-size:.85em}ul.keys li{display:inline-block;margin-right:1.2em}
+nav.toc ol{margin:.2em 0;padding-left:1.4em}nav.toc{font-size:.9em}
 svg text{font-size:11px}svg text:not([fill]){fill:#333}
 ul.findings li{margin:.2em 0}
 #chart-check{display:none}
@@ -90,7 +92,7 @@ pub fn check_script() -> &'static str {
 /// Renders the whole report as one HTML document.
 pub fn render_html(report: &RunReport) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n{}</body></html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body>\n{}</body></html>\n",
         esc(&report.run.study_name),
         render_body(report)
     )
@@ -133,13 +135,6 @@ pub fn render_body(report: &RunReport) -> String {
 
     if !report.order.is_empty() {
         let _ = writeln!(o, "<p class=\"small\">Order: {}</p>", esc(&report.order));
-    }
-    for e in &report.emulated {
-        let _ = writeln!(
-            o,
-            "<p class=\"legend\"><strong>Emulated:</strong> {}</p>",
-            esc(e)
-        );
     }
     findings(report, &mut o);
     control_html(report, &mut o);
@@ -200,7 +195,85 @@ pub fn render_body(report: &RunReport) -> String {
         o,
         "<pre id=\"chart-check\"></pre>\n<script>{CHECK_SCRIPT}</script>"
     );
-    o
+    with_contents(&o)
+}
+
+/// The body with a table of contents before its first section: every
+/// `<h2>` and, indented under it, its `<h3>`s, each given an id to link
+/// to. A long report (dozens of tables, the appendices) is otherwise
+/// read by scrolling.
+fn with_contents(body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 2048);
+    let mut toc = String::from(
+        "<nav class=\"toc\" id=\"contents\"><details open><summary>Contents</summary>\n<ol>",
+    );
+    let mut rest = body;
+    let mut first_h2 = None;
+    let (mut n, mut in_sub) = (0, false);
+    while let Some(at) = rest.find("<h") {
+        let tail = &rest[at..];
+        let level = if tail.starts_with("<h2>") {
+            2
+        } else if tail.starts_with("<h3>") {
+            3
+        } else {
+            out.push_str(&rest[..at + 2]);
+            rest = &rest[at + 2..];
+            continue;
+        };
+        let close = format!("</h{level}>");
+        let Some(end) = tail.find(&close) else {
+            break;
+        };
+        let inner = &tail[4..end];
+        n += 1;
+        out.push_str(&rest[..at]);
+        if level == 2 && first_h2.is_none() {
+            first_h2 = Some(out.len());
+        }
+        let _ = write!(out, "<h{level} id=\"s{n}\">{inner}{close}");
+        // The entry's text: the heading without its markup (already
+        // escaped by the renderer).
+        let mut text = String::new();
+        let mut in_tag = false;
+        for ch in inner.chars() {
+            match ch {
+                '<' => in_tag = true,
+                '>' => in_tag = false,
+                c if !in_tag => text.push(c),
+                _ => {}
+            }
+        }
+        match (level, in_sub) {
+            (2, true) => {
+                toc.push_str("</ol></li>");
+                in_sub = false;
+            }
+            (3, false) if first_h2.is_some() => {
+                // Open the sub-list inside the last section's entry.
+                if toc.ends_with("</li>") {
+                    toc.truncate(toc.len() - 5);
+                }
+                toc.push_str("<ol>");
+                in_sub = true;
+            }
+            _ => {}
+        }
+        if level == 2 || first_h2.is_some() {
+            let _ = write!(toc, "<li><a href=\"#s{n}\">{}</a></li>", text.trim());
+        }
+        rest = &tail[end + close.len()..];
+    }
+    out.push_str(rest);
+    if in_sub {
+        toc.push_str("</ol></li>");
+    }
+    toc.push_str("</ol></details></nav>\n");
+    match first_h2 {
+        Some(at) => out.insert_str(at, &toc),
+        None => return body.to_string(),
+    }
+    out
 }
 
 /// The A/A control's section: the machine against itself.
@@ -504,7 +577,7 @@ fn fmt_tick(x: f64) -> String {
 /// as an error bar; a bar chart when there is one row.
 fn chart(t: &Table, index: usize, o: &mut String) {
     let (w, h) = (720.0, 300.0);
-    let (left, right, top, bottom) = (70.0, 150.0, 20.0, 45.0);
+    let (left, right, top, bottom) = (70.0, 20.0, 20.0, 45.0);
     let pw = w - left - right;
     let ph = h - top - bottom;
     let mut lo = f64::INFINITY;
@@ -580,11 +653,14 @@ fn chart(t: &Table, index: usize, o: &mut String) {
                 );
             }
         } else {
+            // Each series offset slightly so that error bars do not
+            // overlap; its line goes through its markers.
+            let mx = |i: usize| x(i) + (c as f64 - (ncols as f64 - 1.0) / 2.0) * 4.0;
             let pts: Vec<(f64, f64)> = t
                 .rows
                 .iter()
                 .enumerate()
-                .filter_map(|(i, r)| r.cells[c].as_ref().map(|cell| (x(i), y(cell.value))))
+                .filter_map(|(i, r)| r.cells[c].as_ref().map(|cell| (mx(i), y(cell.value))))
                 .collect();
             if pts.len() > 1 {
                 let d: Vec<String> = pts
@@ -602,8 +678,7 @@ fn chart(t: &Table, index: usize, o: &mut String) {
             }
             for (i, r) in t.rows.iter().enumerate() {
                 let Some(cell) = &r.cells[c] else { continue };
-                // Offset the series slightly so error bars do not overlap.
-                let px = x(i) + (c as f64 - (ncols as f64 - 1.0) / 2.0) * 4.0;
+                let px = mx(i);
                 if let Some(ci) = &cell.ci {
                     let _ = writeln!(
                         o,
@@ -624,21 +699,8 @@ fn chart(t: &Table, index: usize, o: &mut String) {
             }
         }
     }
-    o.push_str("</g>\n");
-    for (c, name) in t.columns.iter().enumerate() {
-        let ly = top + 10.0 + 18.0 * c as f64;
-        let _ = writeln!(
-            o,
-            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
-            left + pw + 12.0,
-            ly - 10.0,
-            COLOURS[c % COLOURS.len()],
-            left + pw + 30.0,
-            ly,
-            esc(name)
-        );
-    }
-    o.push_str("</svg>\n");
+    o.push_str("</g>\n</svg>\n");
+    keys(t.columns.iter().map(String::as_str), o);
 }
 
 /// Stops of the heat maps' colour scale: viridis (S. van der Walt and
@@ -872,7 +934,7 @@ fn curve_section(v: &CurveView, index: usize, o: &mut String) {
 /// and a ring with the figure at each line's peak.
 fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
     let (w, h) = (720.0, 300.0);
-    let (left, right, top, bottom) = (70.0, 150.0, 24.0, 45.0);
+    let (left, right, top, bottom) = (70.0, 20.0, 24.0, 45.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
@@ -970,21 +1032,8 @@ fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
             );
         }
     }
-    o.push_str("</g>\n");
-    for (c, line) in v.lines.iter().enumerate() {
-        let ly = top + 10.0 + 18.0 * c as f64;
-        let _ = writeln!(
-            o,
-            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
-            left + pw + 12.0,
-            ly - 10.0,
-            COLOURS[c % COLOURS.len()],
-            left + pw + 30.0,
-            ly,
-            esc(&line.configuration)
-        );
-    }
-    o.push_str("</svg>\n");
+    o.push_str("</g>\n</svg>\n");
+    keys(v.lines.iter().map(|l| l.configuration.as_str()), o);
 }
 
 /// One series of a line chart: name and (x, y) points.
@@ -1002,7 +1051,7 @@ fn line_chart(
     o: &mut String,
 ) {
     let (w, h) = (720.0, 280.0);
-    let (left, right, top, bottom) = (70.0, 150.0, 20.0, 45.0);
+    let (left, right, top, bottom) = (70.0, 20.0, 20.0, 45.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let tf = |v: f64| if log_y { v.max(1e-9).log10() } else { v };
     let pts = lines.iter().flat_map(|l| l.1.iter());
@@ -1096,7 +1145,7 @@ fn line_chart(
         top + ph / 2.0, top + ph / 2.0, esc(y_title)
     );
     o.push_str("<g class=\"data\">\n");
-    for (c, (_, pts)) in lines.iter().enumerate() {
+    for (c, (name, pts)) in lines.iter().enumerate() {
         let colour = COLOURS[c % COLOURS.len()];
         let d: Vec<String> = pts
             .iter()
@@ -1119,23 +1168,34 @@ fn line_chart(
             for (px, py) in pts {
                 let _ = writeln!(
                     o,
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>",
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"><title>{}: {}</title></circle>",
                     x(*px),
-                    y(*py)
+                    y(*py),
+                    esc(name),
+                    esc(&fmt_tick(*py))
                 );
             }
         }
     }
-    o.push_str("</g>\n");
-    for (c, (name, _)) in lines.iter().enumerate() {
-        let ly = top + 10.0 + 18.0 * c as f64;
-        let _ = writeln!(
+    o.push_str("</g>\n</svg>\n");
+    keys(lines.iter().map(|l| l.0.as_str()), o);
+}
+
+/// A chart's legend, under it in HTML: it wraps at any width and never
+/// cuts a long configuration name as a legend drawn inside the SVG did.
+/// The swatches are SVG (a `style` attribute would need the content
+/// policy to allow inline styles).
+fn keys<'a>(names: impl Iterator<Item = &'a str>, o: &mut String) {
+    o.push_str("<ul class=\"keys\">");
+    for (c, name) in names.enumerate() {
+        let _ = write!(
             o,
-            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
-            left + pw + 12.0, ly - 10.0, COLOURS[c % COLOURS.len()], left + pw + 30.0, ly, esc(name)
+            "<li><svg width=\"12\" height=\"12\" aria-hidden=\"true\"><rect width=\"12\" height=\"12\" fill=\"{}\"/></svg> {}</li>",
+            COLOURS[c % COLOURS.len()],
+            esc(name)
         );
     }
-    o.push_str("</svg>\n");
+    o.push_str("</ul>\n");
 }
 
 /// Latency distributions (quantiles on a log scale) and jitter time series
@@ -1302,6 +1362,12 @@ fn appendix_a(report: &RunReport, o: &mut String) {
 /// highlighted: Appendix A's first part, and `benchlab serve`'s hosts
 /// page.
 pub fn inventory_html(hosts: &[benchlab_store::HostRow]) -> String {
+    inventory_html_with(hosts, false)
+}
+
+/// [`inventory_html`], with only the rows where the hosts differ (and the
+/// headings above them) when `differences_only`.
+pub fn inventory_html_with(hosts: &[benchlab_store::HostRow], differences_only: bool) -> String {
     use benchlab_inventory::HostTableRow;
     let mut o = String::new();
     let Some(table) = crate::build::host_table(hosts) else {
@@ -1316,22 +1382,34 @@ pub fn inventory_html(hosts: &[benchlab_store::HostRow]) -> String {
         let _ = write!(o, "<th class=\"l\">{}</th>", esc(h));
     }
     o.push_str("</tr>\n");
+    // A heading waiting for a differing row under it, when only
+    // differences are shown.
+    let mut heading: Option<String> = None;
     for row in &table.rows {
         match row {
             HostTableRow::Heading(title) => {
-                let _ = writeln!(
-                    o,
-                    "<tr><th class=\"l\" colspan=\"{}\">{}</th></tr>",
+                let h = format!(
+                    "<tr><th class=\"l\" colspan=\"{}\">{}</th></tr>\n",
                     table.hosts.len() + 1,
                     esc(title)
                 );
+                if differences_only {
+                    heading = Some(h);
+                } else {
+                    o.push_str(&h);
+                }
             }
             HostTableRow::Values(label, values) => {
-                let class = if table.hosts.len() > 1 && row.differs() {
-                    " class=\"diff\""
-                } else {
-                    ""
-                };
+                let differs = table.hosts.len() > 1 && row.differs();
+                if differences_only {
+                    if !differs {
+                        continue;
+                    }
+                    if let Some(h) = heading.take() {
+                        o.push_str(&h);
+                    }
+                }
+                let class = if differs { " class=\"diff\"" } else { "" };
                 let _ = write!(o, "<tr{class}><td class=\"l\">{}</td>", esc(label));
                 for v in values {
                     let _ = write!(o, "<td class=\"l\">{}</td>", esc(v));

@@ -349,7 +349,6 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         crosschecks: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
-        emulated: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),
         order: String::new(),
         control: Vec::new(),

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod crosscheck;
 pub mod figures;
 pub mod format;
+pub mod history;
 pub mod html;
 pub mod import;
 pub mod load;

@@ -208,11 +208,6 @@ pub struct RunReport {
     /// Every host of the run with its roles and inventory (the
     /// system-configuration appendix).
     pub hosts: Vec<HostRow>,
-    /// One line per host that was a QEMU guest under TCG (read from its
-    /// stored inventory): the figures measured on it are emulated, not a
-    /// virtualization measurement, and every renderer says so.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub emulated: Vec<String>,
     /// How many repetitions each point got, in words (the methodology
     /// appendix states it with the n of every figure).
     #[serde(default)]
@@ -618,20 +613,4 @@ pub struct CrosscheckRow {
     /// `agree`: the interval lies within ±noise of 1; `disagree`: it
     /// excludes that band; `inconclusive`; `too few repetitions`.
     pub verdict: String,
-}
-
-/// The hosts that ran as QEMU guests under TCG, each as the line every
-/// renderer prints (issue 23: such figures are not a virtualization
-/// measurement).
-pub fn emulated(hosts: &[HostRow]) -> Vec<String> {
-    hosts
-        .iter()
-        .filter(|h| h.inventory["guest"]["emulated"].is_string())
-        .map(|h| {
-            format!(
-                "host `{}` was a QEMU guest under TCG (KVM could not run it here): its figures are emulated, not a virtualization measurement",
-                h.name
-            )
-        })
-        .collect()
 }

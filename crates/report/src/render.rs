@@ -150,9 +150,6 @@ fn terminal(report: &RunReport) -> String {
             inv["os"]["kernel_release"].as_str().unwrap_or("?")
         );
     }
-    for e in &report.emulated {
-        let _ = writeln!(out, "  EMULATED: {e}");
-    }
     for t in &report.tables {
         out.push('\n');
         let _ = writeln!(out, "{}", title_of(t));
@@ -352,9 +349,6 @@ fn markdown(report: &RunReport) -> String {
     }
     if !report.order.is_empty() {
         let _ = writeln!(out, "Order: {}.\n", report.order);
-    }
-    for e in &report.emulated {
-        let _ = writeln!(out, "**Emulated:** {e}.\n");
     }
     for t in &report.tables {
         let _ = writeln!(out, "## {}\n", title_of(t));

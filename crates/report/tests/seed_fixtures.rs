@@ -227,7 +227,6 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         points,
         failures: Vec::new(),
         hosts: Vec::new(),
-        emulated: Vec::new(),
         repetition_rule: String::new(),
         order: String::new(),
         control: Vec::new(),

@@ -84,7 +84,6 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         crosschecks: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
-        emulated: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),
         order: String::new(),
         control: Vec::new(),

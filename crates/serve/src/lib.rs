@@ -1,7 +1,9 @@
-//! `benchlab serve`: a web UI over a result store — the runs (with the
-//! live progress of a running study), a run's report, comparisons picked
-//! in the page, the system configuration of two hosts side by side, and
-//! downloads of each page as JSON, CSV, Markdown and HTML.
+//! `benchlab serve`: a web UI over a result store — the runs (sorted,
+//! filtered, searched and paged on the server, with the live progress of
+//! a running study), a run's report, a study's history with its change
+//! points, comparisons picked in the page, the system configuration of
+//! two hosts side by side, and downloads of each page as JSON, CSV,
+//! Markdown and HTML.
 //!
 //! One model, many renderers: every page is a function of the report
 //! model [`benchlab_report::load`] builds from the store, as `benchlab
@@ -9,9 +11,11 @@
 //! renderer; the downloads are the renderers of those commands.
 //!
 //! The store is opened read-only, per request (SQLite in WAL mode: a run
-//! being written stays readable). Pages fetch nothing from anywhere: the
-//! style and the one script are inline, and the content-security policy
-//! allows exactly those blocks by their hashes. The server listens on
+//! being written stays readable). Pages fetch nothing from anywhere but
+//! this server: the stylesheet and the icon are its own files
+//! (`/style.css`, `/favicon.svg`), the scripts are inline, and the
+//! content-security policy allows those scripts by their hashes and no
+//! inline style. The server listens on
 //! loopback by default; on any other address it refuses to start without
 //! a token, and then answers 401 to every request that does not carry it.
 //!
@@ -19,8 +23,11 @@
 //! check, the token, the limits); the pages are plain functions of a
 //! [`Request`] (see docs/serve.md and docs/security.md).
 
+mod assets;
+mod history;
 mod http;
 mod pages;
+mod runs;
 pub mod server;
 
 use std::net::{SocketAddr, TcpListener};

@@ -4,37 +4,14 @@
 
 use std::fmt::Write;
 
-use benchlab_report::html::{esc, inventory_html, render_body, render_html, style};
-use benchlab_report::{
-    load, progress, render, ColumnSpec, Format, LoadError, Progress, RunReport, RunSelection,
+use benchlab_report::html::{
+    esc, inventory_html, inventory_html_with, render_body, render_html, style,
 };
-use benchlab_store::{HostRow, RunRow, RunStatus, Store, StoreError};
+use benchlab_report::{load, render, ColumnSpec, Format, LoadError, RunReport, RunSelection};
+use benchlab_store::{HostRow, Store, StoreError};
 
 use crate::http::{encode, Request, Response};
-
-/// The style of the server's own parts (navigation, forms), after the
-/// report's.
-const UI_STYLE: &str = "
-nav{border-bottom:1px solid #ccc;padding:.4em 0;margin-bottom:1em}nav a{margin-right:1.2em}
-.downloads a{margin-right:.8em}.err{color:#a00}
-form.pick td{text-align:left}
-#news{background:#fff6d5;padding:.3em .6em;display:none}
-";
-
-/// Polls `/api/runs` every two seconds and rewrites the status, end and
-/// progress cells of the runs shown; a run that is not shown yet raises a
-/// "reload" notice. Inline: the pages fetch nothing from elsewhere.
-const LIVE_SCRIPT: &str = "
-(function(){
-function tick(){fetch('/api/runs',{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(runs){
-var fresh=0;runs.forEach(function(r){var s=document.getElementById('status-'+r.id);
-if(!s){fresh++;return;}s.textContent=r.status;
-document.getElementById('end-'+r.id).textContent=r.ended_at||'…';
-document.getElementById('progress-'+r.id).textContent=r.progress_text;});
-var n=document.getElementById('news');if(fresh>0){n.style.display='block';n.textContent=fresh+' new run(s): reload the page to see them';}
-}).catch(function(){});}
-setInterval(tick,2000);tick();})();
-";
+use crate::runs::LIVE_SCRIPT;
 
 /// The inline scripts and styles the pages hold, exactly as they are
 /// written into them: the content-security policy allows these and no
@@ -45,21 +22,44 @@ pub(crate) fn inline_blocks() -> (Vec<String>, Vec<String>) {
             LIVE_SCRIPT.to_string(),
             benchlab_report::html::check_script().to_string(),
         ],
-        vec![format!("{}{UI_STYLE}", style()), style().to_string()],
+        // The hosts download's style (a file, but a browser may open it
+        // from here).
+        vec![style().to_string()],
     )
 }
 
-/// A whole page: navigation, then `body`.
-fn page(title: &str, body: &str) -> Response {
+/// The navigation: (id, path, text).
+const NAV: &[(&str, &str, &str)] = &[
+    ("runs", "/", "Runs"),
+    ("history", "/history", "History"),
+    ("compare", "/compare", "Compare"),
+    ("hosts", "/hosts", "Hosts"),
+];
+
+/// A whole page: the header with the navigation (`here` marked), then
+/// `body`; the stylesheet and icon are this server's files.
+pub(crate) fn page(title: &str, here: &str, body: &str) -> Response {
+    let mut nav = String::new();
+    for (id, href, text) in NAV {
+        let _ = write!(
+            nav,
+            "<a href=\"{href}\" id=\"nav-{id}\"{}>{text}</a>",
+            if *id == here {
+                " class=\"here\" aria-current=\"page\""
+            } else {
+                ""
+            }
+        );
+    }
     Response::html(format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} — benchlab</title><style>{}{UI_STYLE}</style></head><body>\n<nav><a href=\"/\" id=\"nav-runs\">Runs</a><a href=\"/compare\" id=\"nav-compare\">Compare</a><a href=\"/hosts\" id=\"nav-hosts\">Hosts</a></nav>\n{body}</body></html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{} — benchlab</title><link rel=\"stylesheet\" href=\"/style.css\"><link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\"></head><body>\n<header class=\"top\"><a class=\"brand\" href=\"/\"><img src=\"/favicon.svg\" width=\"22\" height=\"22\" alt=\"\">benchlab</a><nav>{nav}</nav></header>\n<main>\n{body}</main></body></html>\n",
         esc(title),
-        style()
     ))
 }
 
 /// A page-level failure, with its status.
-struct Fail(u16, String);
+#[derive(Debug)]
+pub(crate) struct Fail(pub(crate) u16, pub(crate) String);
 
 impl From<StoreError> for Fail {
     fn from(e: StoreError) -> Fail {
@@ -86,11 +86,15 @@ impl From<LoadError> for Fail {
 /// The answer to `req`.
 pub fn route(req: &Request, store: &Store) -> Response {
     let path = req.path.as_str();
+    if let Some(file) = crate::assets::asset(path) {
+        return file;
+    }
     let result = match path {
-        "/" => runs_page(store),
-        "/api/runs" => runs_json(store),
-        "/compare" => compare_page(req, store),
-        "/hosts" => hosts_page(req, store),
+        "/" => crate::runs::runs_page(req, store),
+        "/api/runs" => crate::runs::runs_json(req, store),
+        "/history" | "/history/" => crate::history::history_page(req, store),
+        "/compare" | "/compare/" => compare_page(req, store),
+        "/hosts" | "/hosts/" => hosts_page(req, store),
         _ => {
             if let Some(rest) = path.strip_prefix("/run/") {
                 run_route(rest, store)
@@ -101,7 +105,7 @@ pub fn route(req: &Request, store: &Store) -> Response {
             } else {
                 Err(Fail(
                     404,
-                    format!("no page {path}: see / (runs), /compare, /hosts"),
+                    format!("no page {path}: see / (runs), /history, /compare, /hosts"),
                 ))
             }
         }
@@ -115,114 +119,6 @@ fn run_id(s: &str) -> Result<i64, Fail> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| Fail(400, format!("`{s}` is not a run id (a positive number)")))
-}
-
-fn status_text(s: RunStatus) -> &'static str {
-    match s {
-        RunStatus::Running => "running",
-        RunStatus::Completed => "completed",
-        RunStatus::Interrupted => "interrupted",
-        RunStatus::Failed => "failed",
-    }
-}
-
-/// `12 / 40 units (30%), about 2 min 5 s left`.
-fn progress_text(p: Option<Progress>) -> String {
-    let Some(p) = p else { return String::new() };
-    let pct = if p.total > 0 {
-        p.done as f64 * 100.0 / p.total as f64
-    } else {
-        100.0
-    };
-    let mut s = format!("{} / {} units ({pct:.0}%)", p.done, p.total);
-    if let Some(left) = p.left_s {
-        let left = left.max(0.0).round() as u64;
-        let _ = write!(s, ", about {} min {} s left", left / 60, left % 60);
-    }
-    s
-}
-
-/// The progress of a run that is not complete (a complete run's is its
-/// whole plan: not worth building its plan for).
-fn progress_of(run: &RunRow, store: &Store) -> Option<Progress> {
-    (run.status != RunStatus::Completed)
-        .then(|| progress(store, run.id).ok().flatten())
-        .flatten()
-}
-
-/// One line of the runs list, as `/api/runs` sends it.
-#[derive(serde::Serialize)]
-struct RunLine {
-    id: i64,
-    study: String,
-    status: &'static str,
-    started_at: String,
-    ended_at: Option<String>,
-    progress: Option<Progress>,
-    progress_text: String,
-}
-
-fn run_line(run: &RunRow, store: &Store) -> RunLine {
-    let progress = progress_of(run, store);
-    RunLine {
-        id: run.id,
-        study: run.study_name.clone(),
-        status: status_text(run.status),
-        started_at: run.started_at.clone(),
-        ended_at: run.ended_at.clone(),
-        progress,
-        progress_text: if run.status == RunStatus::Completed {
-            "complete".into()
-        } else {
-            progress_text(progress)
-        },
-    }
-}
-
-fn runs_json(store: &Store) -> Result<Response, Fail> {
-    let lines: Vec<RunLine> = store.runs()?.iter().map(|r| run_line(r, store)).collect();
-    Ok(Response::json(
-        serde_json::to_string(&lines).map_err(|e| Fail(500, e.to_string()))?,
-    ))
-}
-
-fn runs_page(store: &Store) -> Result<Response, Fail> {
-    let runs = store.runs()?;
-    let mut o = String::from("<h1>Runs</h1>\n<p id=\"news\"></p>\n");
-    if runs.is_empty() {
-        o.push_str(
-            "<p>This store has no runs yet: <code>benchlab run STUDY</code> adds one.</p>\n",
-        );
-    }
-    o.push_str("<table id=\"runs\"><tr><th>run</th><th class=\"l\">study</th><th class=\"l\">status</th><th class=\"l\">configurations</th><th class=\"l\">hosts</th><th class=\"l\">started</th><th class=\"l\">ended</th><th class=\"l\">progress</th></tr>\n");
-    // Two queries for the whole list, not two per run.
-    let mut config_names = store.configuration_names()?;
-    let mut host_names = store.host_names()?;
-    for run in &runs {
-        let line = run_line(run, store);
-        let configs = config_names.remove(&run.id).unwrap_or_default();
-        let hosts: Vec<String> = host_names
-            .remove(&run.id)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, roles)| format!("{name} ({roles})"))
-            .collect();
-        let _ = writeln!(
-            o,
-            "<tr><td><a href=\"/run/{id}\" id=\"run-{id}\">{id}</a></td><td class=\"l\">{}</td><td class=\"l\" id=\"status-{id}\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\" id=\"end-{id}\">{}</td><td class=\"l\" id=\"progress-{id}\">{}</td></tr>",
-            esc(&run.study_name),
-            line.status,
-            esc(&configs.join(", ")),
-            esc(&hosts.join(", ")),
-            esc(&run.started_at),
-            esc(run.ended_at.as_deref().unwrap_or("…")),
-            esc(&line.progress_text),
-            id = run.id,
-        );
-    }
-    o.push_str("</table>\n");
-    let _ = writeln!(o, "<script>{LIVE_SCRIPT}</script>");
-    Ok(page("runs", &o))
 }
 
 /// The download links of a page: `base` + `report.EXT` + `query`.
@@ -292,7 +188,9 @@ fn report_file(report: &RunReport, file: &str, stem: &str) -> Result<Response, F
 
 /// `/run/N` and `/run/N/FILE`.
 fn run_route(rest: &str, store: &Store) -> Result<Response, Fail> {
+    // `/run/2/` is the run's page, as `/run/2` is.
     let (id, file) = match rest.split_once('/') {
+        Some((id, "")) => (id, None),
         Some((id, file)) => (id, Some(file)),
         None => (rest, None),
     };
@@ -308,10 +206,11 @@ fn run_route(rest: &str, store: &Store) -> Result<Response, Fail> {
             );
             let _ = writeln!(
                 o,
-                "<p><a href=\"/compare?c={id}\">Compare this run's configurations</a> · <a href=\"/hosts?a={id}\">Its hosts</a></p>"
+                "<p><a href=\"/compare?c={id}\">Compare this run's configurations</a> · <a href=\"/hosts?a={id}\">Its hosts</a> · <a href=\"/history?study={}\">This study's history</a></p>",
+                encode(&run.study_name)
             );
             o.push_str(&render_body(&report));
-            Ok(page(&format!("run {id}: {}", run.study_name), &o))
+            Ok(page(&format!("run {id}: {}", run.study_name), "runs", &o))
         }
         Some(f) => report_file(&report, f, &format!("benchlab-run-{id}")),
     }
@@ -401,12 +300,12 @@ fn compare_page(req: &Request, store: &Store) -> Result<Response, Fail> {
         Ok(None) if chosen.is_empty() => {}
         Ok(None) => o.push_str("<p class=\"err\" id=\"compare-error\">Pick at least two columns: two configurations, or two runs.</p>\n"),
         Err(Fail(status, msg)) => {
-            let mut r = page("compare", &format!("{o}<p class=\"err\" id=\"compare-error\">{}</p>\n", esc(&msg)));
+            let mut r = page("compare", "compare", &format!("{o}<p class=\"err\" id=\"compare-error\">{}</p>\n", esc(&msg)));
             r.status = status;
             return Ok(r);
         }
     }
-    Ok(page("compare", &o))
+    Ok(page("compare", "compare", &o))
 }
 
 fn compare_download(file: &str, req: &Request, store: &Store) -> Result<Response, Fail> {
@@ -494,15 +393,52 @@ fn hosts_page(req: &Request, store: &Store) -> Result<Response, Fail> {
         }
         o.push_str("</select></p>\n");
     }
+    let only_diff = req.param("d").is_some_and(|d| !d.is_empty() && d != "0");
+    let _ = writeln!(
+        o,
+        "<p><label><input type=\"checkbox\" name=\"d\" value=\"1\" id=\"hosts-diff\"{}> differences only</label></p>",
+        if only_diff { " checked" } else { "" }
+    );
     o.push_str("<p><button type=\"submit\" id=\"hosts-go\">Show</button></p>\n</form>\n");
     let hosts = match picked_hosts(req, store) {
         Ok(h) => h,
         Err(Fail(status, msg)) => {
-            let mut r = page("hosts", &format!("{o}<p class=\"err\">{}</p>\n", esc(&msg)));
+            let mut r = page(
+                "hosts",
+                "hosts",
+                &format!("{o}<p class=\"err\" id=\"hosts-error\">{}</p>\n", esc(&msg)),
+            );
             r.status = status;
             return Ok(r);
         }
     };
+    let picked: Vec<&str> = ["a", "b"]
+        .iter()
+        .filter_map(|k| req.param(k).filter(|s| !s.is_empty()))
+        .collect();
+    if hosts.is_empty() && !picked.is_empty() {
+        // A run that recorded no hosts (published figures, imported)
+        // says so instead of showing nothing.
+        let _ = writeln!(
+            o,
+            "<p class=\"err\" id=\"hosts-error\">{} recorded no hosts{}.</p>",
+            esc(&picked
+                .iter()
+                .map(|p| format!("run {p}"))
+                .collect::<Vec<_>>()
+                .join(" and ")),
+            if picked.iter().any(|p| {
+                p.parse::<i64>()
+                    .ok()
+                    .and_then(|id| store.published_runs().ok().map(|s| s.contains(&id)))
+                    .unwrap_or(false)
+            }) {
+                " (published figures, imported: nothing was measured here)"
+            } else {
+                ""
+            }
+        );
+    }
     if !hosts.is_empty() {
         let mut q = Vec::new();
         for key in ["a", "b"] {
@@ -511,11 +447,16 @@ fn hosts_page(req: &Request, store: &Store) -> Result<Response, Fail> {
             }
         }
         o.push_str(&downloads("/hosts/", &format!("?{}", q.join("&")), &[]));
+        if hosts.len() == 1 && only_diff {
+            o.push_str(
+                "<p class=\"small\">One host: nothing to differ from; every row is shown.</p>\n",
+            );
+        }
         o.push_str("<div id=\"hosts\">\n");
-        o.push_str(&inventory_html(&hosts));
+        o.push_str(&inventory_html_with(&hosts, only_diff && hosts.len() > 1));
         o.push_str("</div>\n");
     }
-    Ok(page("hosts", &o))
+    Ok(page("hosts", "hosts", &o))
 }
 
 fn hosts_download(file: &str, req: &Request, store: &Store) -> Result<Response, Fail> {
@@ -549,23 +490,4 @@ fn hosts_download(file: &str, req: &Request, store: &Store) -> Result<Response, 
             ))
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_words() {
-        assert_eq!(progress_text(None), "");
-        let p = Progress {
-            done: 3,
-            total: 12,
-            left_s: Some(125.4),
-        };
-        assert_eq!(
-            progress_text(Some(p)),
-            "3 / 12 units (25%), about 2 min 5 s left"
-        );
-    }
 }

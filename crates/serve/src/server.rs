@@ -414,8 +414,8 @@ pub fn csp_hash(block: &str) -> String {
     )
 }
 
-/// The policy: nothing from anywhere but this server, and only the inline
-/// scripts and styles benchlab itself wrote (by their hashes, so a script
+/// The policy: nothing from anywhere but this server (its stylesheet and
+/// icon), and only the inline scripts and styles benchlab itself wrote (by their hashes, so a script
 /// that an escaping bug let into a page does not run).
 pub fn csp(scripts: &[String], styles: &[String]) -> String {
     let list = |blocks: &[String]| {
@@ -428,10 +428,15 @@ pub fn csp(scripts: &[String], styles: &[String]) -> String {
             h.join(" ")
         }
     };
+    // Styles: this server's stylesheet ('self') and the hashed blocks;
+    // never 'unsafe-inline'.
+    let styles = match list(styles).as_str() {
+        "'none'" => "'self'".to_string(),
+        l => format!("'self' {l}"),
+    };
     format!(
-        "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        "default-src 'none'; script-src {}; style-src {styles}; connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
         list(scripts),
-        list(styles)
     )
 }
 
@@ -480,7 +485,7 @@ mod tests {
             p.contains("script-src 'sha256-bhHHL3z2vDgxUt0W3dWQOrprscmda2Y5pLsLg4GF+pI='"),
             "{p}"
         );
-        assert!(p.contains("style-src 'none'"), "{p}");
+        assert!(p.contains("style-src 'self';"), "{p}");
     }
 
     #[test]

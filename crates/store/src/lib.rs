@@ -1193,6 +1193,15 @@ impl Store {
         Ok(())
     }
 
+    /// The runs that hold published figures (imported, not measured):
+    /// one query for a whole runs list.
+    pub fn published_runs(&self) -> Result<std::collections::BTreeSet<i64>> {
+        self.query("SELECT run_id FROM published", &[])?
+            .iter()
+            .map(|r| r.int(0))
+            .collect()
+    }
+
     /// An imported run's parsed figures, when stored.
     pub fn published(&self, run_id: i64) -> Result<Option<String>> {
         self.with(|c| {
