@@ -576,3 +576,58 @@ fn a_killed_qemu_fails_its_point_and_leaves_nothing_after_restore() {
     let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
     assert!(journals.is_empty(), "journals left: {journals:?}");
 }
+
+/// A managed nginx started inside a guest (Debian's nginx from this
+/// host's root, over 9p) serves `web.load` from a namespace host: every
+/// request answered, none failed, and nothing left after the run.
+#[test]
+fn a_managed_nginx_in_a_guest_serves_web_load() {
+    let _serial = serial();
+    require_guests!();
+    if benchlab_testkit::find_program("nginx").is_none() {
+        return benchlab_testkit::missing("nginx (Debian package nginx)");
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('w'), "10.234.6.0/24");
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let study = s.study(
+        "web.toml",
+        &guest_study(
+            &bed,
+            "10.234.6",
+            "",
+            "[[service]]\nname = \"web\"\nkind = \"nginx\"\nhost = \"vm\"\n\
+             [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = [2]\nfile_set = \"single\"\ndirs = 1\n",
+        ),
+    );
+    let out = s
+        .benchlab()
+        .env("TMPDIR", &tmp)
+        .args(["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    let j = s.json("1");
+    let p = &j["points"][0]["metrics"];
+    let rps = p["requests_per_s"][0]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no requests_per_s: {p}"));
+    assert!(rps > 0.0, "{p}");
+    assert_eq!(p["errors"][0].as_f64(), Some(0.0), "{p}");
+    let vm = j["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "vm")
+        .expect("the guest's inventory");
+    assert!(vm["roles"].as_str().unwrap().contains("service"), "{vm}");
+    assert!(qemus_under(&tmp).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
