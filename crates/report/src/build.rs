@@ -18,45 +18,69 @@ use benchlab_store::{
 };
 use std::collections::BTreeMap;
 
+/// Side results of some repetitions, by (point id, repetition).
+pub type SideResults =
+    std::collections::HashMap<(i64, u32), Vec<(String, benchlab_core::SideResult)>>;
+
 /// Most time-series points a report keeps per view (evenly thinned), so
 /// that an HTML report stays small.
 pub const MAX_SERIES_POINTS: usize = 400;
+/// The repetition whose latency a point's view shows: the median run of
+/// its headline metric (the first table metric).
+fn latency_rep(p: &PointRow, samples: &[SampleRow], plan: &ResolvedPlan) -> Option<u32> {
+    let (shape, entry) = (
+        plan.workloads.get(p.workload_idx)?,
+        plan.study.workloads.get(p.workload_idx)?,
+    );
+    let mut fixed = p.params.clone();
+    fixed.0.remove(&entry.rows);
+    let spec = shape.table_metrics(&fixed).into_iter().next()?;
+    let reps: Vec<&SampleRow> = samples
+        .iter()
+        .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
+        .collect();
+    let values: Vec<f64> = reps
+        .iter()
+        .map(|s| s.metrics.get(&spec.name).copied().unwrap_or(f64::NAN))
+        .collect();
+    let i = stats::median_run(&values)?;
+    Some(reps[i].repetition)
+}
+
+/// The (point, repetition) pairs whose side results [`latency_views`]
+/// reads, so that a reader fetches them with the run's other rows.
+pub fn latency_reps(
+    points: &[PointRow],
+    samples: &[SampleRow],
+    plan: &ResolvedPlan,
+) -> Vec<(i64, u32)> {
+    points
+        .iter()
+        .filter_map(|p| latency_rep(p, samples, plan).map(|rep| (p.id, rep)))
+        .collect()
+}
+
 /// Latency views of every point whose sides recorded histograms: for each
 /// point, the median run of its headline metric (the first table metric),
-/// whose side results `side_results(point_id, repetition)` supplies.
+/// whose side results `side_results` holds (keyed as [`latency_reps`]
+/// lists them).
 pub fn latency_views(
     points: &[PointRow],
     samples: &[SampleRow],
     plan: &ResolvedPlan,
-    mut side_results: impl FnMut(i64, u32) -> Vec<(String, benchlab_core::SideResult)>,
+    side_results: &SideResults,
     configurations: &[ConfigRow],
 ) -> Vec<LatencyView> {
     let mut out = Vec::new();
     for p in points {
-        let (Some(shape), Some(entry)) = (
-            plan.workloads.get(p.workload_idx),
-            plan.study.workloads.get(p.workload_idx),
-        ) else {
+        let Some(rep) = latency_rep(p, samples, plan) else {
             continue;
         };
-        let mut fixed = p.params.clone();
-        fixed.0.remove(&entry.rows);
-        let Some(spec) = shape.table_metrics(&fixed).into_iter().next() else {
-            continue;
-        };
-        let reps: Vec<&SampleRow> = samples
-            .iter()
-            .filter(|s| s.point_id == p.id && s.status == SampleStatus::Ok)
-            .collect();
-        let values: Vec<f64> = reps
-            .iter()
-            .map(|s| s.metrics.get(&spec.name).copied().unwrap_or(f64::NAN))
-            .collect();
-        let Some(i) = stats::median_run(&values) else {
-            continue;
-        };
-        let rep = reps[i].repetition;
-        for (side, r) in side_results(p.id, rep) {
+        let sides = side_results
+            .get(&(p.id, rep))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for (side, r) in sides {
             for (name, h) in &r.histograms {
                 let Ok(hist) = h.decode() else { continue };
                 if h.count == 0 {

@@ -135,24 +135,51 @@ pub fn load(store: &Store, selection: &RunSelection) -> Result<RunReport, LoadEr
     }
 }
 
-/// One run's whole report.
-fn run_report(store: &Store, run_id: i64) -> Result<RunReport, LoadError> {
+/// Everything a run's report reads, fetched from the store in one pass
+/// ([`read_run`]) before anything is built ([`build_run`]).
+struct StoredRun {
+    run: benchlab_store::RunRow,
+    configurations: Vec<benchlab_store::ConfigRow>,
+    events: Vec<benchlab_store::Event>,
+    rows: Option<RunRows>,
+    /// An imported run's stored figures (the report it was parsed into).
+    published: Option<String>,
+}
+
+/// A measured run's rows.
+struct RunRows {
+    plan: ResolvedPlan,
+    points: Vec<benchlab_store::PointRow>,
+    samples: Vec<benchlab_store::SampleRow>,
+    notes: Vec<benchlab_store::NoteRow>,
+    hosts: Vec<benchlab_store::HostRow>,
+    setting_changes: Vec<benchlab_store::SettingChangeRow>,
+    services: Vec<benchlab_store::ServiceRow>,
+    sides: crate::build::SideResults,
+}
+
+/// Reads what run `run_id`'s report needs: the store is not touched
+/// after this.
+fn read_run(store: &Store, run_id: i64) -> Result<StoredRun, LoadError> {
     let run = store.run(run_id)?;
     let reading = store.reading(run_id)?;
     if reading.as_ref().is_none_or(|r| r.version < READING_VERSION) {
         return Err(LoadError::NotUpgraded(run_id));
     }
     let configurations = store.configurations(run_id)?;
+    let events = store.events(run_id)?;
     let unreadable = |why: String| LoadError::Unreadable { run: run_id, why };
     if configurations.iter().any(is_published) {
-        let text = store
+        let published = store
             .published(run_id)?
             .ok_or_else(|| unreadable("its imported figures are not stored".into()))?;
-        let mut r: RunReport = serde_json::from_str(&text)
-            .map_err(|e| unreadable(format!("its stored figures: {e}")))?;
-        r.run = run;
-        r.events = store.events(run_id)?;
-        return Ok(r);
+        return Ok(StoredRun {
+            run,
+            configurations,
+            events,
+            rows: None,
+            published: Some(published),
+        });
     }
     let text = store
         .plan(run_id)?
@@ -160,24 +187,70 @@ fn run_report(store: &Store, run_id: i64) -> Result<RunReport, LoadError> {
     let plan = ResolvedPlan::from_json(&text).map_err(|e| unreadable(e.to_string()))?;
     let points = store.points(run_id)?;
     let samples = store.samples(run_id)?;
-    let notes = crate::build::notes(&points, &configurations, &store.notes(run_id)?);
+    let mut sides = crate::build::SideResults::new();
+    for (point, rep) in crate::build::latency_reps(&points, &samples, &plan) {
+        sides.insert((point, rep), store.side_results(point, rep)?);
+    }
+    Ok(StoredRun {
+        run,
+        configurations,
+        events,
+        published: None,
+        rows: Some(RunRows {
+            notes: store.notes(run_id)?,
+            hosts: store.hosts(run_id)?,
+            setting_changes: store.setting_changes(run_id)?,
+            services: store.services(run_id)?,
+            plan,
+            points,
+            samples,
+            sides,
+        }),
+    })
+}
+
+/// One run's whole report.
+fn run_report(store: &Store, run_id: i64) -> Result<RunReport, LoadError> {
+    build_run(read_run(store, run_id)?)
+}
+
+/// A run's report from its rows, without the store.
+fn build_run(stored: StoredRun) -> Result<RunReport, LoadError> {
+    let StoredRun {
+        run,
+        configurations,
+        events,
+        rows,
+        published,
+    } = stored;
+    let Some(rows) = rows else {
+        let text = published.unwrap_or_default();
+        let mut r: RunReport = serde_json::from_str(&text).map_err(|e| LoadError::Unreadable {
+            run: run.id,
+            why: format!("its stored figures: {e}"),
+        })?;
+        r.run = run;
+        r.events = events;
+        return Ok(r);
+    };
+    let notes = crate::build::notes(&rows.points, &configurations, &rows.notes);
     let mut r = crate::build::build(
         &run,
-        &plan,
+        &rows.plan,
         &configurations,
-        &points,
-        &samples,
-        &store.hosts(run_id)?,
+        &rows.points,
+        &rows.samples,
+        &rows.hosts,
         &notes,
     );
-    r.settings = settings_changed(store, &plan, run_id)?;
-    r.services = crate::build::services(&r.configurations, store.services(run_id)?);
-    r.events = store.events(run_id)?;
+    r.settings = settings_changed(&rows.plan, rows.setting_changes);
+    r.services = crate::build::services(&r.configurations, rows.services);
+    r.events = events;
     r.latency = crate::build::latency_views(
-        &points,
-        &samples,
-        &plan,
-        |point, rep| store.side_results(point, rep).unwrap_or_default(),
+        &rows.points,
+        &rows.samples,
+        &rows.plan,
+        &rows.sides,
         &configurations,
     );
     Ok(r)
@@ -187,13 +260,12 @@ fn run_report(store: &Store, run_id: i64) -> Result<RunReport, LoadError> {
 /// interleaved study applies a configuration at every repetition), with
 /// any revert that failed.
 fn settings_changed(
-    store: &Store,
     plan: &ResolvedPlan,
-    run_id: i64,
-) -> Result<Vec<SettingChange>, LoadError> {
+    rows: Vec<benchlab_store::SettingChangeRow>,
+) -> Vec<SettingChange> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for row in store.setting_changes(run_id)? {
+    for row in rows {
         let keep = row.phase == Phase::Apply || row.status == ChangeStatus::RevertFailed;
         if !keep
             || !seen.insert((
@@ -220,7 +292,7 @@ fn settings_changed(
             note: (!row.note.is_empty()).then_some(row.note),
         });
     }
-    Ok(out)
+    out
 }
 
 /// The columns of several runs side by side: each run read once, the
