@@ -7,7 +7,7 @@ use benchlab_core::{ClientShare, Params, ServiceInfo, SideResult};
 use serde::{Deserialize, Serialize};
 
 /// Version of the control protocol. Bump on any incompatible change.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,6 +135,21 @@ pub enum Request {
         /// Files and directories `prepared` listed.
         paths: Vec<std::path::PathBuf>,
     },
+    /// Start sampling this host's system monitors (CPU by mode, softirqs,
+    /// interfaces, block devices, memory) until `MonitorStop`; answered
+    /// once the first sample is taken.
+    MonitorStart {
+        /// Time between samples (ms).
+        interval_ms: u32,
+        /// The CPUs the sides measured on this host are pinned to (and a
+        /// shield's): the sampler runs on another one when there is one.
+        #[serde(default)]
+        measured_cpus: Vec<usize>,
+        /// The repetition's expected length (s), to reserve its samples.
+        expected_s: f64,
+    },
+    /// Stop the monitor; answered with its samples.
+    MonitorStop,
     /// End the session; the agent exits.
     Shutdown,
 }
@@ -258,6 +273,16 @@ pub enum Response {
     },
     /// Answer to `Unprepare`.
     Unprepared,
+    /// Answer to `MonitorStart`: the first sample is taken.
+    MonitorStarted {
+        /// The CPU the sampler runs on, when pinned.
+        cpu: Option<usize>,
+    },
+    /// Answer to `MonitorStop`.
+    Monitored {
+        /// The samples.
+        series: Box<benchlab_monitor::Series>,
+    },
     /// Answer to `Shutdown`.
     Bye,
 }

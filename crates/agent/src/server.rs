@@ -166,6 +166,8 @@ pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
 pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::Result<()> {
     let mut state = State::Greeting;
     let mut server: Option<RunningServer> = None;
+    // The system monitor this session runs, if any (stopped with it).
+    let mut monitor: Option<benchlab_monitor::Monitor> = None;
     while let Some(req) = read_frame::<_, Request>(&mut r)? {
         let refuse = |state: State, what: &str| Response::Refused {
             reason: format!("`{what}` is not allowed in state {state:?}"),
@@ -219,6 +221,51 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
             (_, req @ (Request::ServiceUsage { .. } | Request::ServiceAlive { .. })) => {
                 crate::service::handle(req)
             }
+            // Monitors run beside whatever else the session does.
+            (
+                _,
+                Request::MonitorStart {
+                    interval_ms,
+                    measured_cpus,
+                    expected_s,
+                },
+            ) => {
+                if let Some(m) = monitor.take() {
+                    let _ = m.stop();
+                }
+                let cpu = benchlab_monitor::housekeeping_cpu(
+                    &measured_cpus,
+                    benchlab_core::placement::online_cpus(),
+                );
+                let settings = benchlab_monitor::Settings {
+                    interval_ms,
+                    cpu,
+                    expected_s,
+                };
+                match benchlab_monitor::Monitor::start(&settings) {
+                    Ok(m) => {
+                        monitor = Some(m);
+                        Response::MonitorStarted { cpu }
+                    }
+                    Err(e) => Response::Error {
+                        message: format!("monitor: {e}"),
+                        skipped: false,
+                    },
+                }
+            }
+            (_, Request::MonitorStop) => match monitor.take().map(|m| m.stop()) {
+                Some(Ok(series)) => Response::Monitored {
+                    series: Box::new(series),
+                },
+                Some(Err(e)) => Response::Error {
+                    message: format!("monitor: {e}"),
+                    skipped: false,
+                },
+                None => Response::Error {
+                    message: "no monitor runs in this session".into(),
+                    skipped: false,
+                },
+            },
             (state, Request::ServiceStart { .. }) => refuse(state, "service_start"),
             (state, Request::ServiceCheck { .. }) => refuse(state, "service_check"),
             (state, Request::ServiceStop { .. }) => refuse(state, "service_stop"),

@@ -16,6 +16,7 @@ mod header;
 mod hostmap;
 mod hosts;
 mod lab;
+mod monitors;
 mod order;
 mod services;
 mod steps;
@@ -33,6 +34,7 @@ pub use guest::{Accel, GuestNet, GuestSpec};
 pub use header::{Order, DEFAULT_BLOCKS};
 pub use hosts::{Host, Transport, DEFAULT_CLIENT_HOST, DEFAULT_SERVER_HOST};
 pub use lab::HOST_SPEC_FORMS;
+pub use monitors::{Monitors, DEFAULT_MONITOR_INTERVAL_S};
 pub use order::CONTROL_NAME;
 pub use services::ServiceDecl;
 pub use steps::{Step, StepStatus};
@@ -124,6 +126,10 @@ pub struct Study {
     /// `[[study.crosscheck]]`: native workloads paired with classic tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crosschecks: Vec<Crosscheck>,
+    /// `[monitors]`: what every host records during every repetition
+    /// (runs stored before monitors existed read as the default).
+    #[serde(default)]
+    pub monitors: Monitors,
 }
 
 /// `testbed` belongs to `benchlab testbed`, which reads the same file.
@@ -135,6 +141,7 @@ const TOP_KEYS: &[&str] = &[
     "service",
     "workload",
     "testbed",
+    "monitors",
 ];
 
 impl Study {
@@ -167,6 +174,7 @@ impl Study {
         // them.
         let header = cx.header(doc)?;
         let defaults = cx.defaults(doc)?;
+        let monitors = cx.monitors(doc)?;
         let mut configs = cx.configurations(doc)?;
         let compare = {
             let names: Vec<&str> = configs.list.iter().map(|c| c.name.as_str()).collect();
@@ -215,6 +223,7 @@ impl Study {
             steps,
             compare,
             crosschecks,
+            monitors,
         };
         if control {
             study.add_control()?;

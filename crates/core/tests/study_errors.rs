@@ -235,3 +235,38 @@ fn study_steps_are_read_and_checked() {
     ));
     check(&e, 3, "study.step[0].step", &["missing"]);
 }
+
+/// Issue 27: `[monitors]` is on by default; `monitors = false` and its
+/// keys are read, and a bad value names the key and what is allowed.
+#[test]
+fn monitors_section() {
+    let w = "[[workload]]\nkind = \"fake\"\n";
+    let ok = |text: &str| Study::parse("my-study.toml", text, &registry()).unwrap();
+    let m = ok(&format!("{HEAD}{w}")).monitors;
+    assert!(m.enabled);
+    assert_eq!(m.interval_s, 1.0);
+    assert!(!ok(&format!("monitors = false\n{HEAD}{w}")).monitors.enabled);
+    let m = ok(&format!("{HEAD}{w}[monitors]\ninterval = 0.5\n")).monitors;
+    assert!(m.enabled && m.interval_s == 0.5);
+    let e = err(&format!("{HEAD}{w}[monitors]\ninterval = 0.01\n"));
+    check(
+        &e,
+        6,
+        "monitors.interval",
+        &["out of range", "0.1 to 60 seconds"],
+    );
+    let e = err(&format!("{HEAD}{w}[monitors]\nevery = 1\n"));
+    check(
+        &e,
+        6,
+        "monitors.every",
+        &["unknown key", "enabled, interval"],
+    );
+    let e = err(&format!("monitors = \"yes\"\n{HEAD}{w}"));
+    check(
+        &e,
+        1,
+        "monitors",
+        &["expected true, false or a [monitors] table"],
+    );
+}

@@ -21,6 +21,8 @@ use benchlab_core::Params;
 pub(crate) enum Role {
     Server,
     Client,
+    /// The host's system monitors (never under a launcher).
+    Monitor,
 }
 
 /// Where deployed binaries go on SSH hosts, relative to the login
@@ -249,6 +251,7 @@ impl Pool {
         let role = match role {
             Role::Server => "server",
             Role::Client => "client",
+            Role::Monitor => "monitor",
         };
         if slot == 0 {
             format!("{host}/{role}")
@@ -272,9 +275,10 @@ impl Pool {
     }
 
     fn spawn(&self, host: &str, role: Role, slot: usize) -> Result<AgentHandle, AgentError> {
-        let launcher = match role {
+        let launcher: &[String] = match role {
             Role::Server => &self.launchers[0],
             Role::Client => &self.launchers[1],
+            Role::Monitor => &[],
         };
         self.spawn_named(host, &Self::name(host, role, slot), launcher)
     }
@@ -411,6 +415,13 @@ impl Pool {
     /// Returns an agent taken with [`Pool::take`].
     pub(crate) fn put(&mut self, host: &str, role: Role, slot: usize, agent: AgentHandle) {
         self.agents.insert((host.to_string(), role, slot), agent);
+    }
+
+    /// Kills one agent (a lost one), to be started afresh when needed.
+    pub(crate) fn discard(&mut self, host: &str, role: Role, slot: usize) {
+        if let Some(mut a) = self.agents.remove(&(host.to_string(), role, slot)) {
+            a.kill_now();
+        }
     }
 
     /// Kills every agent at once; they are started afresh when needed.

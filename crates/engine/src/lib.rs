@@ -10,6 +10,7 @@ mod context;
 mod envrun;
 mod hosts;
 mod lock;
+mod monitors;
 mod observer;
 mod runner;
 mod secrets;

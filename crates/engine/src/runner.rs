@@ -27,6 +27,7 @@ use crate::combine;
 use crate::context::RunCtx;
 use crate::envrun::EnvControl;
 use crate::hosts::{Pool, Role};
+use crate::monitors::{Monitors, Watch};
 use crate::observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
 use crate::services::{self, Services, Target};
 
@@ -188,6 +189,7 @@ impl Run<'_> {
             observer,
             env: EnvControl::default(),
             svc: Services::default(),
+            monitors: Monitors::default(),
             ctx: RunCtx {
                 study,
                 pool,
@@ -250,6 +252,7 @@ impl Run<'_> {
             observer,
             env: EnvControl::default(),
             svc: Services::default(),
+            monitors: Monitors::default(),
             ctx: RunCtx {
                 study: &study,
                 pool,
@@ -300,6 +303,8 @@ struct Engine<'a> {
     env: EnvControl,
     /// The managed services of the configuration in force.
     svc: Services,
+    /// The hosts' system monitors.
+    monitors: Monitors,
     /// The study, the agents, the store.
     ctx: RunCtx<'a>,
 }
@@ -393,6 +398,8 @@ impl Engine<'_> {
                 break;
             }
             let started = now_rfc3339();
+            // Each host's monitor samples of this repetition.
+            let mut monitored = Vec::new();
             let outcome = match &self.env.failed {
                 Some(why) => Err(UnitError::Failed(format!(
                     "configuration could not be applied: {why}"
@@ -423,7 +430,18 @@ impl Engine<'_> {
                                     sides: &sides,
                                     targets: &targets,
                                 };
+                                let watch = Watch {
+                                    config,
+                                    entry,
+                                    sides: &sides,
+                                    expected: reg
+                                        .get(&entry.kind)
+                                        .map(|w| w.expected_duration(&point.params))
+                                        .unwrap_or_default(),
+                                };
+                                let watching = self.monitors.start(&mut self.ctx, &watch);
                                 let r = self.run_unit(&unit_spec);
+                                monitored = self.monitors.stop(&mut self.ctx, &watching);
                                 // A server that went down mid-point fails it
                                 // with its own exit reason, whatever the
                                 // clients saw.
@@ -518,6 +536,11 @@ impl Engine<'_> {
                 }
                 Err(UnitError::Interrupted) => break,
             };
+            for (host, series) in &monitored {
+                self.ctx
+                    .store
+                    .add_monitor(point_id, unit.repetition, host, series)?;
+            }
             self.observer.end(&info, &result);
             self.tell();
             if outcome.is_err() {

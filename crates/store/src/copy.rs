@@ -136,6 +136,12 @@ const TABLES: &[Table] = &[
         ],
     },
     Table {
+        name: "monitor",
+        parent: Parent::Point,
+        id: false,
+        columns: &["repetition", "host", "summary_json", "series_json"],
+    },
+    Table {
         name: "side_result",
         parent: Parent::Sample,
         id: false,

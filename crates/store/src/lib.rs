@@ -348,7 +348,33 @@ CREATE TABLE run_reading (
     origin  TEXT NOT NULL
 );
 "#,
+    // The system monitors of every host over every repetition: the
+    // summary the report reads, and the samples themselves in their
+    // compact form (see benchlab_monitor::Series) for time series.
+    r#"
+CREATE TABLE monitor (
+    point_id     {int} NOT NULL REFERENCES point(id),
+    repetition   {int} NOT NULL,
+    host         TEXT NOT NULL,
+    summary_json TEXT NOT NULL,
+    series_json  TEXT NOT NULL,
+    PRIMARY KEY (point_id, repetition, host)
+);
+"#,
 ];
+
+/// The system monitors of one host over one repetition of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorRow {
+    /// The point.
+    pub point_id: i64,
+    /// The repetition, 0-based.
+    pub repetition: u32,
+    /// The host (the study's name).
+    pub host: String,
+    /// What the samples come to.
+    pub summary: benchlab_monitor::Summary,
+}
 
 /// One setting a configuration changed on a host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1262,6 +1288,67 @@ impl Store {
             c.query_opt("SELECT plan FROM run_plan WHERE run_id = ?1", vals![run_id])?
                 .map(|r| r.text(0))
                 .transpose()
+        })
+    }
+
+    /// Records a host's monitor samples of a repetition (again for a
+    /// repetition run again: the newer samples replace the older).
+    pub fn add_monitor(
+        &mut self,
+        point_id: i64,
+        repetition: u32,
+        host: &str,
+        series: &benchlab_monitor::Series,
+    ) -> Result<()> {
+        let summary = serde_json::to_string(&series.summary())?;
+        let series = serde_json::to_string(series)?;
+        self.transaction(|tx| {
+            tx.exec(
+                "DELETE FROM monitor WHERE point_id = ?1 AND repetition = ?2 AND host = ?3",
+                vals![point_id, repetition, host],
+            )?;
+            tx.exec(
+                "INSERT INTO monitor (point_id, repetition, host, summary_json, series_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+                vals![point_id, repetition, host, summary, series],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The monitor summaries of a run, by point, repetition and host.
+    pub fn monitors(&self, run_id: i64) -> Result<Vec<MonitorRow>> {
+        self.query(
+            "SELECT m.point_id, m.repetition, m.host, m.summary_json FROM monitor m
+             JOIN point p ON p.id = m.point_id WHERE p.run_id = ?1
+             ORDER BY m.point_id, m.repetition, m.host",
+            vals![run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(MonitorRow {
+                point_id: r.int(0)?,
+                repetition: r.int(1)? as u32,
+                host: r.text(2)?,
+                summary: serde_json::from_str(&r.text(3)?)?,
+            })
+        })
+        .collect()
+    }
+
+    /// A host's monitor samples of one repetition, when recorded.
+    pub fn monitor_series(
+        &self,
+        point_id: i64,
+        repetition: u32,
+        host: &str,
+    ) -> Result<Option<benchlab_monitor::Series>> {
+        self.with(|c| {
+            c.query_opt(
+                "SELECT series_json FROM monitor WHERE point_id = ?1 AND repetition = ?2 AND host = ?3",
+                vals![point_id, repetition, host],
+            )?
+            .map(|r| Ok(serde_json::from_str(&r.text(0)?)?))
+            .transpose()
         })
     }
 
