@@ -313,6 +313,39 @@ value = [1.5, 3]
 "#;
 
     #[test]
+    fn the_fingerprint_follows_the_plan_not_its_words() {
+        let mut reg = Registry::new();
+        reg.add(&FAKE);
+        let print = |text: &str, quick: bool| {
+            let study = Study::parse("t.toml", text, &reg).unwrap();
+            let points = study.workloads[0].points();
+            ResolvedPlan::resolve(&study, &reg, points.iter().map(|p| (0, p)))
+                .unwrap()
+                .fingerprint(&crate::plan::RunOptions { scale: 1.0, quick })
+        };
+        let base = "[study]\nname = \"t\"\n[[configuration]]\nname = \"a\"\n[[workload]]\nkind = \"fake\"\nsize = [1, 2]\n";
+        let fp = print(base, false);
+        assert_eq!(fp.len(), 16);
+        assert_eq!(
+            print(base, false),
+            fp,
+            "the same plan, another alternate seed"
+        );
+        // Words and the simulated system: the same series.
+        let described = base.replace("name = \"a\"", "name = \"a\"\ndescription = \"x\"");
+        assert_eq!(print(&format!("# a comment\n{described}"), false), fp);
+        assert_eq!(print(&format!("{base}value = 115\nseed = 7\n"), false), fp);
+        // What the figures mean: another series.
+        assert_ne!(print(&format!("{base}sleep_s = 0.5\n"), false), fp);
+        assert_ne!(print(&base.replace("[1, 2]", "[1, 2, 4]"), false), fp);
+        assert_ne!(
+            print(&base.replace("name = \"a\"", "name = \"b\""), false),
+            fp
+        );
+        assert_ne!(print(base, true), fp, "--quick");
+    }
+
+    #[test]
     fn a_plan_round_trips_and_newer_ones_are_refused() {
         let mut reg = Registry::new();
         reg.add(&FAKE);
