@@ -110,6 +110,39 @@ pub enum ViewSpec {
         /// The y axis.
         metric: String,
     },
+    /// A time series each repetition records per interval (mq.latency's
+    /// per-second mean latency, seed 003's Figures 6–7): one chart per
+    /// configuration, one line per point, drawn from the repetition that
+    /// gives the point's quoted `metric`; a band between the intervals'
+    /// lowest and highest values where the workload records them. Text
+    /// renderers show each line's summary.
+    Series {
+        /// The series of each interval's figure (`interval_mean_ns`).
+        series: String,
+        /// The series of each interval's lowest value, for the band.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<String>,
+        /// The series of each interval's highest value, for the band.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<String>,
+        /// The series counting each interval's observations: an interval
+        /// without any is a gap, not a zero.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<String>,
+        /// The chart's caption.
+        title: String,
+        /// The unit shown (`ms`).
+        unit: String,
+        /// Stored value × `scale` = the value in `unit`.
+        scale: f64,
+        /// The parameter holding an interval's length in seconds (the x
+        /// axis is then time); without it the x axis counts intervals.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interval_param: Option<String>,
+        /// The metric whose quoted repetition is drawn (the study's
+        /// selection rule picks it, as for the tables).
+        metric: String,
+    },
 }
 
 /// The name of the clients axis in study files and point parameters.

@@ -176,13 +176,12 @@ impl Study {
         let defaults = cx.defaults(doc)?;
         let monitors = cx.monitors(doc)?;
         let mut configs = cx.configurations(doc)?;
-        let compare = {
-            let names: Vec<&str> = configs.list.iter().map(|c| c.name.as_str()).collect();
-            cx.comparisons(doc, &names)?
-        };
         let hosts = cx.hosts(doc)?;
         let host_names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
         let services = cx.configured_services(doc, &host_names, &mut configs, registry)?;
+        // After the services: `by = "cpus"` reads the CPUs each
+        // configuration gives its server.
+        let compare = cx.comparisons(doc, &configs.list)?;
         let known = Known {
             defaults: &defaults,
             configs: &configs,

@@ -528,7 +528,12 @@ pub(crate) fn build(
             .map(|n| n.text.clone())
             .collect()
     };
-    let views = views::build(&plans, &points, &names, selection, &view_notes);
+    let mut views = views::build(&plans, &points, &names, selection, &view_notes);
+    for v in &mut views {
+        if let crate::model::View::Curve(c) = v {
+            crate::pairs::apply(c, &study.compare);
+        }
+    }
     let mut report = RunReport {
         run: run.clone(),
         configurations: shown.to_vec(),
@@ -548,6 +553,7 @@ pub(crate) fn build(
         steps: study.steps.clone(),
         services: Vec::new(),
         crosschecks: Vec::new(),
+        series: Vec::new(),
     };
     report.crosschecks = crate::crosscheck::rows(&study.crosschecks, &report.points);
     // Summaries derived from several points (seed 001's Figure 1) become

@@ -219,6 +219,28 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
         tables,
         points: Vec::new(),
         crosschecks: Vec::new(),
+        // Each column's own series, under the column's label.
+        series: order
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                let name = s
+                    .report
+                    .configurations
+                    .get(s.config)
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default();
+                let column = label(i);
+                s.report
+                    .series
+                    .iter()
+                    .filter(move |v| v.configuration == name)
+                    .map(move |v| crate::model::SeriesView {
+                        configuration: column.clone(),
+                        ..v.clone()
+                    })
+            })
+            .collect(),
         failures: order
             .iter()
             .flat_map(|s| {

@@ -180,6 +180,11 @@ pub fn render_body(report: &RunReport) -> String {
                 View::Curve(c) => curve_section(c, i, &mut o),
             }
         }
+        for (i, v) in report.series.iter().enumerate() {
+            if v.workload == w {
+                series_section(v, i, &mut o);
+            }
+        }
     }
 
     crate::crosscheck::html(&report.crosschecks, &mut o);
@@ -924,6 +929,16 @@ fn curve_section(v: &CurveView, index: usize, o: &mut String) {
         o.push_str("</ul>\n");
     }
     text_table(&views::curve_rows(v), o);
+    if !v.pairs.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h4 class=\"pairs\">{}</h4>",
+            esc(&crate::pairs::caption(v))
+        );
+        o.push_str("<div class=\"pairs\">");
+        text_table(&crate::pairs::rows(v), o);
+        o.push_str("</div>\n");
+    }
     for n in &v.notes {
         let _ = writeln!(o, "<p class=\"small\">{}</p>", esc(n));
     }
@@ -1567,6 +1582,191 @@ fn axes(
             esc(l)
         );
     }
+}
+
+/// A time-series view (seed 003's Figures 6 and 7): the line of each
+/// point's interval figures, its min–max band shaded behind it, the y
+/// axis around the data (not from zero, as the seed draws it), and the
+/// lines' summaries as a table.
+fn series_section(v: &crate::model::SeriesView, index: usize, o: &mut String) {
+    let title = crate::series::caption(v);
+    let _ = writeln!(o, "<h4>{}</h4>", esc(&title));
+    series_chart(v, &format!("series-{index}"), &title, o);
+    text_table(&crate::series::summary_rows(v), o);
+    let _ = writeln!(
+        o,
+        "<p class=\"small\">Each point's repetition that gives its quoted figure (rep shown in the legend); the y axis does not start at zero; a gap is an interval without observations.</p>"
+    );
+}
+
+fn series_chart(v: &crate::model::SeriesView, id: &str, label: &str, o: &mut String) {
+    let (w, h) = (720.0, 300.0);
+    let (left, right, top, bottom) = (70.0, 150.0, 20.0, 45.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let (mut x0, mut x1, mut lo, mut hi) =
+        (0.0f64, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    for l in &v.lines {
+        for x in &l.x {
+            x1 = x1.max(*x);
+        }
+        for y in l.mean.iter().chain(&l.min).chain(&l.max).flatten() {
+            lo = lo.min(*y);
+            hi = hi.max(*y);
+        }
+    }
+    if !x1.is_finite() || !lo.is_finite() {
+        return;
+    }
+    if x1 <= x0 {
+        x0 = x1 - 1.0;
+    }
+    let (y0, y1, yt) = ticks(lo, hi);
+    let step = yt.get(1).map(|b| b - yt[0]).unwrap_or(1.0);
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    let x = |v: f64| left + (v - x0) / (x1 - x0) * pw;
+    let y = |v: f64| top + ph - (v - y0) / (y1 - y0) * ph;
+    let _ = writeln!(
+        o,
+        "<svg class=\"chart series\" id=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{}\">",
+        esc(id),
+        esc(label)
+    );
+    for t in &yt {
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{t:.decimals$}</text>",
+            left + pw,
+            y(*t),
+            y(*t),
+            left - 6.0,
+            y(*t) + 4.0
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{left}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>",
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph
+    );
+    for t in [x0, (x0 + x1) / 2.0, x1] {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            x(t),
+            top + ph + 16.0,
+            esc(&fmt_tick(t))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text><text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
+        left + pw / 2.0,
+        h - 6.0,
+        esc(if v.x_unit == "s" { "time (s)" } else { "interval" }),
+        top + ph / 2.0,
+        top + ph / 2.0,
+        esc(&v.unit)
+    );
+    o.push_str("<g class=\"data\">\n");
+    // Runs of consecutive intervals with a figure: a gap breaks the line
+    // and the band.
+    let runs = |vals: &[Option<f64>]| -> Vec<Vec<usize>> {
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        let mut cur = Vec::new();
+        for (i, v) in vals.iter().enumerate() {
+            if v.is_some() {
+                cur.push(i);
+            } else if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    };
+    for (c, l) in v.lines.iter().enumerate() {
+        let colour = COLOURS[c % COLOURS.len()];
+        if l.min.len() == l.mean.len() && l.max.len() == l.mean.len() {
+            let both: Vec<Option<f64>> = l.min.iter().zip(&l.max).map(|(a, b)| a.and(*b)).collect();
+            for run in runs(&both) {
+                let mut d = String::new();
+                for (k, i) in run.iter().enumerate() {
+                    let _ = write!(
+                        d,
+                        "{}{:.1} {:.1}",
+                        if k == 0 { "M" } else { "L" },
+                        x(l.x[*i]),
+                        y(l.max[*i].unwrap_or_default())
+                    );
+                }
+                for i in run.iter().rev() {
+                    let _ = write!(
+                        d,
+                        "L{:.1} {:.1}",
+                        x(l.x[*i]),
+                        y(l.min[*i].unwrap_or_default())
+                    );
+                }
+                let _ = writeln!(
+                    o,
+                    "<path class=\"band\" d=\"{d}Z\" fill=\"{colour}\" fill-opacity=\"0.15\" stroke=\"none\"/>"
+                );
+            }
+        }
+        for run in runs(&l.mean) {
+            let mut d = String::new();
+            for (k, i) in run.iter().enumerate() {
+                let _ = write!(
+                    d,
+                    "{}{:.1} {:.1}",
+                    if k == 0 { "M" } else { "L" },
+                    x(l.x[*i]),
+                    y(l.mean[*i].unwrap_or_default())
+                );
+            }
+            if run.len() == 1 {
+                let i = run[0];
+                let _ = writeln!(
+                    o,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{colour}\"/>",
+                    x(l.x[i]),
+                    y(l.mean[i].unwrap_or_default())
+                );
+            } else {
+                let _ = writeln!(
+                    o,
+                    "<path class=\"mean\" d=\"{d}\" stroke=\"{colour}\" stroke-width=\"1.5\" fill=\"none\"><title>{}: mean {:.4} {}, stddev {:.4}</title></path>",
+                    esc(&l.point),
+                    l.summary.mean,
+                    esc(&v.unit),
+                    l.summary.stddev
+                );
+            }
+        }
+    }
+    o.push_str("</g>\n");
+    for (c, l) in v.lines.iter().enumerate() {
+        let ly = top + 10.0 + 18.0 * c as f64;
+        let name = if l.side == "client" {
+            format!("{} (rep {})", l.point, l.repetition + 1)
+        } else {
+            format!("{} {} (rep {})", l.point, l.side, l.repetition + 1)
+        };
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{:.1}\">{}</text>",
+            left + pw + 12.0,
+            ly - 10.0,
+            COLOURS[c % COLOURS.len()],
+            left + pw + 30.0,
+            ly,
+            esc(&name)
+        );
+    }
+    o.push_str("</svg>\n");
 }
 
 #[cfg(test)]

@@ -347,6 +347,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         tables: out,
         points: Vec::new(),
         crosschecks: Vec::new(),
+        series: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),

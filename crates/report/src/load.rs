@@ -188,8 +188,14 @@ fn read_run(store: &Store, run_id: i64) -> Result<StoredRun, LoadError> {
     let points = store.points(run_id)?;
     let samples = store.samples(run_id)?;
     let mut sides = crate::build::SideResults::new();
-    for (point, rep) in crate::build::latency_reps(&points, &samples, &plan) {
-        sides.insert((point, rep), store.side_results(point, rep)?);
+    let selection = plan.study.defaults.select;
+    for (point, rep) in crate::build::latency_reps(&points, &samples, &plan)
+        .into_iter()
+        .chain(crate::series::reps(&plan, &points, &samples, selection))
+    {
+        if let std::collections::hash_map::Entry::Vacant(e) = sides.entry((point, rep)) {
+            e.insert(store.side_results(point, rep)?);
+        }
     }
     Ok(StoredRun {
         run,
@@ -246,6 +252,16 @@ fn build_run(stored: StoredRun) -> Result<RunReport, LoadError> {
     r.settings = settings_changed(&rows.plan, rows.setting_changes);
     r.services = crate::build::services(&r.configurations, rows.services);
     r.events = events;
+    r.series = crate::series::build(
+        &rows.plan,
+        crate::series::Source {
+            points: &rows.points,
+            samples: &rows.samples,
+            configurations: &r.configurations,
+            selection: r.selection,
+            side_results: |point, rep| rows.sides.get(&(point, rep)).cloned().unwrap_or_default(),
+        },
+    );
     r.latency = crate::build::latency_views(
         &rows.points,
         &rows.samples,

@@ -249,6 +249,11 @@ pub struct RunReport {
     /// `[[study.crosscheck]]`: each native point over its classic tool's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crosschecks: Vec<CrosscheckRow>,
+    /// The time series the workloads declare ([`ViewSpec::Series`]): per
+    /// workload and configuration, each point's series in its quoted
+    /// repetition, from the stored side results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<SeriesView>,
 }
 
 /// One comparison of the A/A control with the configuration it repeats.
@@ -570,6 +575,116 @@ pub struct CurveView {
     /// The sentences every renderer prints under the curve: where each
     /// line peaks and falls, and how the peaks compare.
     pub findings: Vec<String>,
+    /// The study's declared comparisons (`[[study.compare]]`) at the
+    /// peaks, when it declares any among these lines; they replace
+    /// `ratios`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<PairRow>,
+}
+
+/// One configuration's chart of one series of one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesView {
+    /// Workload name.
+    pub workload: String,
+    /// Workload kind.
+    pub kind: String,
+    /// Configuration name.
+    pub configuration: String,
+    /// The stored series drawn (`interval_mean_ns`).
+    pub series: String,
+    /// The chart's caption.
+    pub title: String,
+    /// The unit of every value (`ms`).
+    pub unit: String,
+    /// The x axis: `s` (time from the start of the measured interval) or
+    /// `interval` (a count).
+    pub x_unit: String,
+    /// One line per point, in the plan's order.
+    pub lines: Vec<SeriesLine>,
+}
+
+/// One point's series in one repetition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesLine {
+    /// The point's label (`size=16`).
+    pub point: String,
+    /// The side that recorded it (`client`, or a target's side).
+    pub side: String,
+    /// The repetition drawn (the one the study's selection quotes).
+    pub repetition: u32,
+    /// The end of each interval, in `x_unit`.
+    pub x: Vec<f64>,
+    /// Each interval's figure (None: an interval without observations).
+    pub mean: Vec<Option<f64>>,
+    /// Each interval's lowest value, when recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub min: Vec<Option<f64>>,
+    /// Each interval's highest value, when recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max: Vec<Option<f64>>,
+    /// The summary the text renderers print.
+    pub summary: SeriesSummary,
+}
+
+/// A line in figures: the spread of its interval figures and the
+/// extremes of the band.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesSummary {
+    /// Intervals with a figure.
+    pub intervals: usize,
+    /// Intervals without observations (latencytest's "stalled").
+    pub empty: usize,
+    /// Mean of the interval figures.
+    #[serde(with = "benchlab_core::result::nan_as_null")]
+    pub mean: f64,
+    /// Standard deviation of the interval figures (seed 003's Figure 7).
+    #[serde(with = "benchlab_core::result::nan_as_null")]
+    pub stddev: f64,
+    /// Lowest interval figure.
+    #[serde(with = "benchlab_core::result::nan_as_null")]
+    pub lowest: f64,
+    /// Highest interval figure.
+    #[serde(with = "benchlab_core::result::nan_as_null")]
+    pub highest: f64,
+    /// Lowest single value of any interval (the band's floor), when
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Highest single value of any interval (the band's ceiling), when
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+}
+
+/// One declared pair at the peaks of one curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairRow {
+    /// What the pair stands for (the study's label).
+    pub label: String,
+    /// The configuration compared.
+    pub a: String,
+    /// The configuration it is compared against.
+    pub b: String,
+    /// `a`'s peak: its x label and figure (None: no figure).
+    pub a_peak: Option<PeakAt>,
+    /// `b`'s peak.
+    pub b_peak: Option<PeakAt>,
+    /// How many times better `a`'s peak is than `b`'s (a ÷ b when higher
+    /// is better, b ÷ a when lower is): seed 004's "N times faster".
+    pub times: Option<f64>,
+    /// `a`'s advantage over `b` at the peaks, in %: (a − b)/b when higher
+    /// is better, (b − a)/b when lower is.
+    pub advantage_pct: Option<f64>,
+}
+
+/// Where a line peaks and its figure there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeakAt {
+    /// The x label of the peak.
+    pub x: String,
+    /// The figure there.
+    pub value: f64,
 }
 /// Serde for a vector of floats that may hold NaN (JSON null).
 mod nan_vec {

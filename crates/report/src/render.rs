@@ -164,6 +164,7 @@ fn terminal(report: &RunReport) -> String {
         }
     }
     views_text(report, false, &mut out);
+    crate::series::text(&report.series, false, &mut out);
     crate::crosscheck::text(&report.crosschecks, false, &mut out);
     if !report.tables.is_empty() {
         out.push('\n');
@@ -276,6 +277,7 @@ fn curve_text(v: &CurveView, md: bool, out: &mut String) {
         }
         view_notes_text(&v.notes, md, out);
     }
+    crate::pairs::text(v, md, out);
 }
 
 /// The workloads' notes: each remark once, with the points it concerns.
@@ -375,6 +377,7 @@ fn markdown(report: &RunReport) -> String {
         out.push('\n');
     }
     views_text(report, true, &mut out);
+    crate::series::text(&report.series, true, &mut out);
     if !report.crosschecks.is_empty() {
         crate::crosscheck::text(&report.crosschecks, true, &mut out);
         out.push('\n');

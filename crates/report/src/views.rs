@@ -178,7 +178,7 @@ pub fn build(
         let swept = swept(&wpoints);
         for spec in &plan.views {
             match spec {
-                ViewSpec::Table { .. } => {}
+                ViewSpec::Table { .. } | ViewSpec::Series { .. } => {}
                 ViewSpec::Matrix {
                     row_param,
                     col_param,
@@ -359,6 +359,7 @@ fn curve_view(
         ratios,
         notes: notes(points),
         findings: Vec::new(),
+        pairs: Vec::new(),
     };
     view.findings = findings(&view);
     view
@@ -429,7 +430,7 @@ fn ratios(lines: &[CurveLine], better: Better) -> Vec<PeakRatio> {
 
 /// The sentences under a curve: seed 004's reading of its Figure 2 (where
 /// each server peaks, how it degrades past the peak, "N times faster").
-fn findings(v: &CurveView) -> Vec<String> {
+pub(crate) fn findings(v: &CurveView) -> Vec<String> {
     let mut out = Vec::new();
     let what = metric_words(&v.metric);
     for l in &v.lines {
@@ -727,6 +728,9 @@ pub fn compare_curve(base: &CurveView, columns: &[Column<CurveView>]) -> CurveVi
         lines,
         ratios: Vec::new(),
         findings: Vec::new(),
+        // The study's pairs name one run's configurations: across runs
+        // every column is compared with the baseline instead.
+        pairs: Vec::new(),
         ..base.clone()
     };
     out.ratios = ratios(&out.lines, out.better);

@@ -235,6 +235,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         latency: Vec::new(),
         services: Vec::new(),
         crosschecks: Vec::new(),
+        series: Vec::new(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

@@ -82,6 +82,7 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         }],
         points: Vec::new(),
         crosschecks: Vec::new(),
+        series: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),

@@ -491,6 +491,20 @@ impl Workload for MqLatency {
             ViewSpec::Table {
                 row_param: SIZE.name.into(),
             },
+            // latencytest's per-interval report, drawn as seed 003's
+            // Figures 6 and 7 are.
+            ViewSpec::Series {
+                series: "interval_mean_ns".into(),
+                min: Some("interval_min_ns".into()),
+                max: Some("interval_max_ns".into()),
+                count: Some("interval_count".into()),
+                title: "One-way latency per interval: mean, with the interval's min–max band"
+                    .into(),
+                unit: "ms".into(),
+                scale: 1e-6,
+                interval_param: Some(INTERVAL.name.into()),
+                metric: "latency_mean_ms".into(),
+            },
         ]
     }
 

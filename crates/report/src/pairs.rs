@@ -1,0 +1,234 @@
+//! The like-for-like comparisons a study declares (`[[study.compare]]`),
+//! drawn at the peaks of each scaling curve as seed 004's Table 1 does:
+//! "A is N× faster than B" and A's % advantage over B, each figure at its
+//! own line's peak.
+
+use crate::format::group_thousands;
+use crate::model::{CurveView, PairRow, PeakAt};
+use crate::views;
+use benchlab_core::study::Comparison;
+use benchlab_core::Better;
+
+/// The declared pairs of which both sides are lines of `v`.
+pub fn pairs(v: &CurveView, compare: &[Comparison]) -> Vec<PairRow> {
+    let peak = |name: &str| {
+        let l = v.lines.iter().find(|l| l.configuration == name)?;
+        Some(l.peak.as_ref().map(|p| PeakAt {
+            x: p.x.clone(),
+            value: p.value,
+        }))
+    };
+    compare
+        .iter()
+        .filter_map(|c| {
+            let (a, b) = (peak(&c.a)?, peak(&c.b)?);
+            let (times, advantage_pct) = match (&a, &b) {
+                (Some(a), Some(b)) if a.value != 0.0 && b.value != 0.0 => match v.better {
+                    Better::Higher => (
+                        Some(a.value / b.value),
+                        Some((a.value - b.value) / b.value.abs() * 100.0),
+                    ),
+                    Better::Lower => (
+                        Some(b.value / a.value),
+                        Some((b.value - a.value) / b.value.abs() * 100.0),
+                    ),
+                },
+                _ => (None, None),
+            };
+            Some(PairRow {
+                label: c.label.clone(),
+                a: c.a.clone(),
+                b: c.b.clone(),
+                a_peak: a,
+                b_peak: b,
+                times,
+                advantage_pct,
+            })
+        })
+        .collect()
+}
+
+/// `v` with the study's pairs: they replace the comparisons of every line
+/// with the first (which compare unlike with unlike), in the table and in
+/// the sentences under the curve.
+pub fn apply(v: &mut CurveView, compare: &[Comparison]) {
+    let rows = pairs(v, compare);
+    if rows.is_empty() {
+        return;
+    }
+    v.ratios.clear();
+    v.findings = views::findings(v);
+    let what = v.metric.replace('_', " ");
+    for p in &rows {
+        let (Some(a), Some(b), Some(t)) = (&p.a_peak, &p.b_peak, p.times) else {
+            continue;
+        };
+        v.findings.push(format!(
+            "{}: at their peaks {} is {t:.2}× faster than {} ({} against {} {what}).",
+            p.label,
+            p.a,
+            p.b,
+            group_thousands(a.value, v.decimals),
+            group_thousands(b.value, v.decimals)
+        ));
+    }
+    v.pairs = rows;
+}
+
+/// The pair table: a header and one row per pair.
+pub fn rows(v: &CurveView) -> Vec<Vec<String>> {
+    let peak = |p: &Option<PeakAt>| match p {
+        Some(p) => format!(
+            "{} at {}",
+            group_thousands(p.value, v.decimals),
+            views::x_words(&v.x_param, &p.x)
+        ),
+        None => "-".into(),
+    };
+    let mut out = vec![vec![
+        "comparison".to_string(),
+        "A".into(),
+        "B".into(),
+        "A's peak".into(),
+        "B's peak".into(),
+        "A is faster than B by".into(),
+        "A's advantage".into(),
+    ]];
+    for p in &v.pairs {
+        out.push(vec![
+            p.label.clone(),
+            p.a.clone(),
+            p.b.clone(),
+            peak(&p.a_peak),
+            peak(&p.b_peak),
+            p.times
+                .map(|t| format!("{t:.2} times"))
+                .unwrap_or_else(|| "-".into()),
+            p.advantage_pct
+                .map(|a| format!("{a:+.1} %"))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    out
+}
+
+/// The pair table's caption.
+pub fn caption(v: &CurveView) -> String {
+    format!(
+        "{}: the study's comparisons at the peaks ({})",
+        views::caption(&v.workload, &v.fixed),
+        v.title
+    )
+}
+
+/// The pair table as text (Markdown with `md`), when the study declares
+/// pairs among the curve's lines.
+pub fn text(v: &CurveView, md: bool, out: &mut String) {
+    use std::fmt::Write;
+    if v.pairs.is_empty() {
+        return;
+    }
+    let rows = rows(v);
+    if md {
+        let _ = writeln!(out, "### {}\n", caption(v));
+        crate::format::write_md_table(out, &rows);
+        out.push('\n');
+    } else {
+        let _ = writeln!(out, "\n{}", caption(v));
+        crate::format::write_aligned(out, &rows, "  ", true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CurveLine, CurvePoint, Peak};
+
+    fn line(name: &str, values: &[f64]) -> CurveLine {
+        let points: Vec<Option<CurvePoint>> = values
+            .iter()
+            .map(|v| {
+                Some(CurvePoint {
+                    value: *v,
+                    ci: None,
+                    n: 1,
+                })
+            })
+            .collect();
+        let (index, value) = values
+            .iter()
+            .copied()
+            .enumerate()
+            .fold((0, f64::MIN), |b, (i, v)| if v > b.1 { (i, v) } else { b });
+        CurveLine {
+            configuration: name.into(),
+            points,
+            peak: Some(Peak {
+                index,
+                x: ["1", "8", "16"][index].into(),
+                value,
+                decline: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn pairs_compare_peaks_like_with_like_as_table_1_does() {
+        let mut v = CurveView {
+            workload: "netbench".into(),
+            kind: "fileserver.load".into(),
+            fixed: String::new(),
+            x_param: "clients".into(),
+            metric: "mbits_per_s".into(),
+            title: "Throughput (Mbit/s)".into(),
+            decimals: 1,
+            better: Better::Higher,
+            x: vec!["1".into(), "8".into(), "16".into()],
+            x_values: vec![1.0, 8.0, 16.0],
+            lines: vec![
+                line("linux-1cpu", &[50.0, 100.0, 90.0]),
+                line("nt-1cpu", &[80.0, 150.0, 140.0]),
+                line("linux-4cpu", &[60.0, 109.1, 120.0]),
+                line("nt-4cpu", &[90.0, 200.0, 294.6]),
+            ],
+            ratios: Vec::new(),
+            notes: Vec::new(),
+            findings: Vec::new(),
+            pairs: Vec::new(),
+        };
+        let pair = |a: &str, b: &str, label: &str| Comparison {
+            a: a.into(),
+            b: b.into(),
+            label: label.into(),
+        };
+        apply(
+            &mut v,
+            &[
+                pair("nt-1cpu", "linux-1cpu", "NT over Linux on 1 CPU"),
+                pair("nt-4cpu", "linux-4cpu", "NT over Linux on 4 CPUs"),
+                pair("nt-4cpu", "gone", "not a line here"),
+            ],
+        );
+        assert_eq!(v.pairs.len(), 2, "a pair without both lines is left out");
+        assert!(v.ratios.is_empty(), "no comparison with the first line");
+        // 150 / 100 and 294.6 / 120, at each line's own peak.
+        assert!((v.pairs[0].times.unwrap() - 1.5).abs() < 1e-12);
+        assert!((v.pairs[0].advantage_pct.unwrap() - 50.0).abs() < 1e-9);
+        assert!((v.pairs[1].times.unwrap() - 2.455).abs() < 1e-12);
+        let rows = rows(&v);
+        assert_eq!(
+            rows[2],
+            [
+                "NT over Linux on 4 CPUs",
+                "nt-4cpu",
+                "linux-4cpu",
+                "294.6 at 16 clients",
+                "120.0 at 16 clients",
+                "2.46 times",
+                "+145.5 %"
+            ]
+        );
+        assert!(v.findings.iter().any(|f| f
+            == "NT over Linux on 1 CPU: at their peaks nt-1cpu is 1.50× faster than linux-1cpu (150.0 against 100.0 mbits per s)."));
+    }
+}

@@ -1,0 +1,303 @@
+//! Time-series views ([`ViewSpec::Series`]): what a workload records per
+//! interval of a repetition (mq.latency's per-second mean, min and max
+//! latency, seed 003's Figures 6 and 7), read from the stored side results
+//! of the repetition that gives each point's quoted figure. The HTML
+//! draws one chart per configuration with a line per point and its
+//! min–max band; the terminal and Markdown print each line's summary.
+
+use benchlab_core::resolved::ResolvedPlan;
+use benchlab_core::study::Selection;
+use benchlab_core::{SideResult, ViewSpec};
+use benchlab_stats as stats;
+use benchlab_store::{ConfigRow, PointRow, SampleRow, SampleStatus};
+
+use crate::model::{SeriesLine, SeriesSummary, SeriesView};
+
+/// What [`build`] reads besides the plan: the run's rows and the stored
+/// side results of one (point id, repetition).
+pub struct Source<'a, F> {
+    /// The run's points.
+    pub points: &'a [PointRow],
+    /// The run's samples.
+    pub samples: &'a [SampleRow],
+    /// Its configurations, in study order.
+    pub configurations: &'a [ConfigRow],
+    /// How the study quotes a figure.
+    pub selection: Selection,
+    /// The stored side results of (point id, repetition).
+    pub side_results: F,
+}
+
+/// The (point id, repetition) pairs whose side results [`build`] reads:
+/// each series point's quoted repetition, so that a reader fetches them
+/// with the run's other rows.
+pub fn reps(
+    plan: &ResolvedPlan,
+    points: &[PointRow],
+    samples: &[SampleRow],
+    selection: Selection,
+) -> Vec<(i64, u32)> {
+    let mut out = Vec::new();
+    for (w, shape) in plan.workloads.iter().enumerate() {
+        for spec in &shape.views {
+            let ViewSpec::Series { metric, .. } = spec else {
+                continue;
+            };
+            for p in points.iter().filter(|p| p.workload_idx == w) {
+                if let Some(rep) = quoted_repetition(samples, p.id, metric, selection) {
+                    out.push((p.id, rep));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every series view the stored plan's workloads declare, from the stored
+/// side results of each point's quoted repetition.
+pub fn build<F>(plan: &ResolvedPlan, mut src: Source<'_, F>) -> Vec<SeriesView>
+where
+    F: FnMut(i64, u32) -> Vec<(String, SideResult)>,
+{
+    let mut out = Vec::new();
+    for (w, shape) in plan.workloads.iter().enumerate() {
+        let Some(entry) = plan.study.workloads.get(w) else {
+            continue;
+        };
+        for spec in &shape.views {
+            let ViewSpec::Series {
+                series,
+                min,
+                max,
+                count,
+                title,
+                unit,
+                scale,
+                interval_param,
+                metric,
+            } = spec
+            else {
+                continue;
+            };
+            for (c, config) in src.configurations.iter().enumerate() {
+                let mut lines = Vec::new();
+                let mut timed = interval_param.is_some();
+                for p in src
+                    .points
+                    .iter()
+                    .filter(|p| p.workload_idx == w && p.config_idx == c)
+                {
+                    let Some(rep) = quoted_repetition(src.samples, p.id, metric, src.selection)
+                    else {
+                        continue;
+                    };
+                    let step = interval_param
+                        .as_ref()
+                        .and_then(|k| p.params.get(k))
+                        .and_then(|v| v.as_f64())
+                        .filter(|s| *s > 0.0);
+                    timed &= step.is_some();
+                    for (side, r) in (src.side_results)(p.id, rep) {
+                        let get =
+                            |name: &Option<String>| name.as_ref().and_then(|n| r.series.get(n));
+                        let Some(means) = r.series.get(series) else {
+                            continue;
+                        };
+                        let counts = get(count);
+                        let has = |i: usize| {
+                            counts.is_none_or(|c| c.values.get(i).copied().unwrap_or(0) > 0)
+                        };
+                        let values =
+                            |s: Option<&benchlab_core::recorder::Series>| -> Vec<Option<f64>> {
+                                let Some(s) = s else { return Vec::new() };
+                                s.values
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, v)| has(i).then(|| *v as f64 * scale))
+                                    .collect()
+                            };
+                        let mean = values(Some(means));
+                        let stride = means.stride.max(1) as f64;
+                        let x = (1..=mean.len())
+                            .map(|i| i as f64 * stride * step.unwrap_or(1.0))
+                            .collect();
+                        let (lo, hi) = (values(get(min)), values(get(max)));
+                        let summary = summarise(&mean, &lo, &hi);
+                        lines.push(SeriesLine {
+                            point: p.label.clone(),
+                            side,
+                            repetition: rep,
+                            x,
+                            mean,
+                            min: lo,
+                            max: hi,
+                            summary,
+                        });
+                    }
+                }
+                if lines.is_empty() {
+                    continue;
+                }
+                out.push(SeriesView {
+                    workload: entry.name.clone(),
+                    kind: entry.kind.clone(),
+                    configuration: config.name.clone(),
+                    series: series.clone(),
+                    title: title.clone(),
+                    unit: unit.clone(),
+                    x_unit: if timed { "s" } else { "interval" }.into(),
+                    lines,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The repetition of point `point` whose figure of `metric` the study
+/// quotes: the median-stddev run or the median run (for a median or a
+/// mean, which no one repetition gives, the median run).
+fn quoted_repetition(
+    samples: &[SampleRow],
+    point: i64,
+    metric: &str,
+    selection: Selection,
+) -> Option<u32> {
+    let reps: Vec<(u32, f64, f64)> = samples
+        .iter()
+        .filter(|s| s.point_id == point && s.status == SampleStatus::Ok)
+        .filter_map(|s| {
+            let v = *s.metrics.get(metric)?;
+            let sd = crate::figures::stddev_companion(metric)
+                .and_then(|n| s.metrics.get(&n).copied())
+                .unwrap_or(f64::NAN);
+            v.is_finite().then_some((s.repetition, v, sd))
+        })
+        .collect();
+    let values: Vec<f64> = reps.iter().map(|r| r.1).collect();
+    let stddevs: Vec<f64> = reps.iter().map(|r| r.2).collect();
+    let i = match selection {
+        Selection::MedianStddevRun => {
+            stats::median_stddev_run(&stddevs).or_else(|| stats::median_run(&values))
+        }
+        _ => stats::median_run(&values),
+    }?;
+    Some(reps[i].0)
+}
+
+fn summarise(mean: &[Option<f64>], min: &[Option<f64>], max: &[Option<f64>]) -> SeriesSummary {
+    let v: Vec<f64> = mean.iter().flatten().copied().collect();
+    let n = v.len();
+    let avg = if n > 0 {
+        v.iter().sum::<f64>() / n as f64
+    } else {
+        f64::NAN
+    };
+    let stddev = if n > 1 {
+        (v.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    } else {
+        f64::NAN
+    };
+    let fold = |s: &[Option<f64>], f: fn(f64, f64) -> f64| s.iter().flatten().copied().reduce(f);
+    SeriesSummary {
+        intervals: n,
+        empty: mean.len() - n,
+        mean: avg,
+        stddev,
+        lowest: fold(mean, f64::min).unwrap_or(f64::NAN),
+        highest: fold(mean, f64::max).unwrap_or(f64::NAN),
+        min: fold(min, f64::min),
+        max: fold(max, f64::max),
+    }
+}
+
+/// The summary table of a view for the terminal and Markdown: a header
+/// and one row per line.
+pub fn summary_rows(v: &SeriesView) -> Vec<Vec<String>> {
+    let u = &v.unit;
+    let f = |x: f64| {
+        if x.is_finite() {
+            format!("{x:.4}")
+        } else {
+            "-".into()
+        }
+    };
+    let mut rows = vec![vec![
+        "point".to_string(),
+        "intervals".into(),
+        format!("mean ({u})"),
+        format!("stddev ({u})"),
+        format!("lowest–highest interval ({u})"),
+        format!("min–max ({u})"),
+    ]];
+    for l in &v.lines {
+        let s = &l.summary;
+        let point = if l.side == "client" {
+            l.point.clone()
+        } else {
+            format!("{} ({})", l.point, l.side)
+        };
+        rows.push(vec![
+            point,
+            if s.empty > 0 {
+                format!("{} ({} empty)", s.intervals, s.empty)
+            } else {
+                s.intervals.to_string()
+            },
+            f(s.mean),
+            f(s.stddev),
+            format!("{}–{}", f(s.lowest), f(s.highest)),
+            match (s.min, s.max) {
+                (Some(a), Some(b)) => format!("{}–{}", f(a), f(b)),
+                _ => "-".into(),
+            },
+        ]);
+    }
+    rows
+}
+
+/// Every series view's summary as text (Markdown with `md`): the charts
+/// are the HTML's.
+pub fn text(views: &[SeriesView], md: bool, out: &mut String) {
+    use std::fmt::Write;
+    for v in views {
+        let what = format!(
+            "{} (per {}; the HTML report draws it)",
+            caption(v),
+            if v.x_unit == "s" { "interval" } else { "entry" }
+        );
+        let rows = summary_rows(v);
+        if md {
+            let _ = writeln!(out, "## {what}\n");
+            crate::format::write_md_table(out, &rows);
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "\n{what}");
+            crate::format::write_aligned(out, &rows, "  ", true);
+        }
+    }
+}
+
+/// The caption of a view: `latencytest-1-broker · direct: One-way latency …`.
+pub fn caption(v: &SeriesView) -> String {
+    format!("{} · {}: {}", v.workload, v.configuration, v.title)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_are_not_zeros_and_the_summary_spans_the_band() {
+        let s = summarise(
+            &[Some(1.0), None, Some(3.0)],
+            &[Some(0.5), None, Some(2.0)],
+            &[Some(1.5), None, Some(9.0)],
+        );
+        assert_eq!((s.intervals, s.empty), (2, 1));
+        assert_eq!(s.mean, 2.0);
+        assert!((s.stddev - 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!((s.lowest, s.highest), (1.0, 3.0));
+        assert_eq!((s.min, s.max), (Some(0.5), Some(9.0)));
+    }
+}
