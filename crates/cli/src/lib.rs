@@ -397,10 +397,14 @@ enum TestbedAction {
 /// wherever it surfaced (opening, or a write long after), names the file
 /// and says what to do.
 fn name_damaged_store(e: anyhow::Error, db: &std::path::Path) -> anyhow::Error {
+    // A report's LoadError forwards the store's error transparently, which
+    // hides it from the chain: look inside it too.
     let store_error = |f: fn(&benchlab_store::StoreError) -> bool| {
         e.chain().any(|c| {
             c.downcast_ref::<benchlab_store::StoreError>()
                 .is_some_and(f)
+                || c.downcast_ref::<benchlab_report::LoadError>()
+                    .is_some_and(|l| matches!(l, benchlab_report::LoadError::Store(s) if f(s)))
         })
     };
     if store_error(benchlab_store::StoreError::is_disk_full) {
