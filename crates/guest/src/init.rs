@@ -1,6 +1,6 @@
 //! `benchlab guest-init`: process 1 of a guest once the early init has
 //! switched to the overlay root. It mounts the guest's own /proc, /sys,
-//! /dev and scratch file systems (the host's are visible under the
+//! /dev, /dev/shm and /run (the host's are visible under the
 //! overlay's lower layer otherwise), finds the control port, tells the
 //! host it is up, and runs each channel's command (see [`crate::mux`]),
 //! reaping every orphan as a process 1 must.
@@ -134,7 +134,9 @@ fn run_inner() -> Result<(), String> {
         "gid=5,mode=620,ptmxmode=666",
     )?;
     mount("tmpfs", "/dev/shm", "tmpfs", "mode=1777")?;
-    mount("tmpfs", "/tmp", "tmpfs", "mode=1777")?;
+    // /tmp is left to the overlay (writes land in guest memory): a
+    // benchlab built under the host's /tmp (a fresh clone in a temporary
+    // directory) must stay reachable at the path the host gives.
     mount("tmpfs", "/run", "tmpfs", "mode=755")?;
     // cgroup v2 where the kernel has it: services and placement use it.
     let _ = mount("cgroup2", "/sys/fs/cgroup", "cgroup2", "");
