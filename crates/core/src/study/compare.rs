@@ -11,7 +11,7 @@
 
 use super::configurations::Configuration;
 use super::values::join;
-use super::{Ctx, DeValue, StudyError, Tab};
+use super::{Ctx, StudyError, Tab};
 
 /// One comparison: configuration `a` against configuration `b` (the B of
 /// the advantage).
@@ -54,24 +54,14 @@ impl Ctx<'_> {
     ) -> Result<Vec<Comparison>, StudyError> {
         let configs: Vec<&str> = list.iter().map(|c| c.name.as_str()).collect();
         let configs = configs.as_slice();
-        let Some(v) = doc.get("study").and_then(|s| match s.get_ref() {
-            DeValue::Table(t) => t.get("compare"),
-            _ => None,
-        }) else {
-            return Ok(Vec::new());
-        };
-        let DeValue::Array(items) = v.get_ref() else {
-            return Err(self.err(
-                v.span(),
-                "study.compare",
-                "expected [[study.compare]] entries (a list of tables with a, b and an optional label)",
-            ));
-        };
+        let entries = self.study_entries(
+            doc,
+            "compare",
+            COMPARE_KEYS,
+            "a list of tables with a, b and an optional label",
+        )?;
         let mut out: Vec<Comparison> = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let path = format!("study.compare[{i}]");
-            let t = self.table(item, &path)?;
-            self.check_keys(t, &path, COMPARE_KEYS)?;
+        for (path, item, t) in entries {
             if let Some(by) = t.get("by") {
                 for k in ["a", "b"] {
                     if let Some(x) = t.get(k) {

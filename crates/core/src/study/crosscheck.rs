@@ -48,25 +48,10 @@ impl Ctx<'_> {
         workloads: &[WorkloadEntry],
         registry: &Registry,
     ) -> Result<Vec<Crosscheck>, StudyError> {
-        let Some(v) = doc.get("study").and_then(|s| match s.get_ref() {
-            DeValue::Table(t) => t.get("crosscheck"),
-            _ => None,
-        }) else {
-            return Ok(Vec::new());
-        };
-        let DeValue::Array(items) = v.get_ref() else {
-            return Err(self.err(
-                v.span(),
-                "study.crosscheck",
-                "expected [[study.crosscheck]] entries (a list of tables)",
-            ));
-        };
+        let entries = self.study_entries(doc, "crosscheck", KEYS, "a list of tables")?;
         let names: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
         let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let path = format!("study.crosscheck[{i}]");
-            let t = self.table(item, &path)?;
-            self.check_keys(t, &path, KEYS)?;
+        for (path, item, t) in entries {
             // A workload by name, or by kind when one workload has it
             // (`classic = "tool.iperf3"`).
             let workload = |key: &str| -> Result<&WorkloadEntry, StudyError> {

@@ -57,6 +57,39 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// The entries of `[[study.KEY]]`, each with its path
+    /// (`study.KEY[i]`), its value (for its span) and its table, its keys checked against `keys`; none when the
+    /// study has no such list. `what` says what a list entry holds.
+    pub(super) fn study_entries<'t, 'i>(
+        &self,
+        doc: &'t Tab<'i>,
+        key: &str,
+        keys: &[&str],
+        what: &str,
+    ) -> Result<Vec<(String, &'t Val<'i>, &'t Tab<'i>)>, StudyError> {
+        let Some(v) = doc.get("study").and_then(|s| match s.get_ref() {
+            DeValue::Table(t) => t.get(key),
+            _ => None,
+        }) else {
+            return Ok(Vec::new());
+        };
+        let DeValue::Array(items) = v.get_ref() else {
+            return Err(self.err(
+                v.span(),
+                &format!("study.{key}"),
+                format!("expected [[study.{key}]] entries ({what})"),
+            ));
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("study.{key}[{i}]");
+            let t = self.table(item, &path)?;
+            self.check_keys(t, &path, keys)?;
+            out.push((path, item, t));
+        }
+        Ok(out)
+    }
+
     pub(super) fn table<'t, 'i>(
         &self,
         v: &'t Val<'i>,
