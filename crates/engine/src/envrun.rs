@@ -59,13 +59,28 @@ fn rows(
         .collect()
 }
 
+/// A profile a configuration names, as found and as parsed.
+#[derive(Debug, Clone)]
+pub struct LoadedProfile {
+    /// Its name as found (a shipped profile's name, or the path).
+    pub name: String,
+    /// Its text, which goes to the environment agents.
+    pub text: String,
+    /// Parsed.
+    pub profile: Profile,
+}
+
 /// The profile a configuration names, read and parsed (profiles are found
 /// by name among the shipped ones, else as a path next to the study).
-pub fn load_profile(study: &Study, name: &str) -> anyhow::Result<(String, String, Profile)> {
+pub fn load_profile(study: &Study, name: &str) -> anyhow::Result<LoadedProfile> {
     let base = std::path::Path::new(&study.file).parent();
-    let (n, text) = Profile::locate(name, base)?;
-    let p = Profile::parse(&n, &text)?;
-    Ok((n, text, p))
+    let (name, text) = Profile::locate(name, base)?;
+    let profile = Profile::parse(&name, &text)?;
+    Ok(LoadedProfile {
+        name,
+        text,
+        profile,
+    })
 }
 
 /// Why a configuration could not be applied when its environment agent
@@ -111,7 +126,7 @@ impl EnvControl {
             },
             None => None,
         };
-        if let Some((_, _, p)) = &profile {
+        if let Some(LoadedProfile { profile: p, .. }) = &profile {
             // The study's own placement keys win over the profile's.
             if let Err(e) = p
                 .server
@@ -146,7 +161,7 @@ impl EnvControl {
                 SessionSpec {
                     host: host.clone(),
                     netns: netns.clone(),
-                    profile: profile.as_ref().map(|(n, t, _)| (n.clone(), t.clone())),
+                    profile: profile.as_ref().map(|p| (p.name.clone(), p.text.clone())),
                     shield: config.env.shield.clone().filter(|_| first_on_machine),
                     load: config.env.load.clone().filter(|_| first_on_machine),
                 },

@@ -16,7 +16,7 @@ mod runner;
 mod secrets;
 mod services;
 
-pub use envrun::load_profile;
+pub use envrun::{load_profile, LoadedProfile};
 pub use hosts::spawn_for_restore;
 pub use lock::{state_dir, RunLock};
 pub use observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};

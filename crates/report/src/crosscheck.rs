@@ -68,7 +68,8 @@ pub fn rows(checks: &[Crosscheck], points: &[PointResult]) -> Vec<CrosscheckRow>
             out.push(CrosscheckRow {
                 native: c.native.clone(),
                 classic: c.classic.clone(),
-                metrics: (c.native_metric.clone(), c.classic_metric.clone()),
+                native_metric: c.native_metric.clone(),
+                classic_metric: c.classic_metric.clone(),
                 configuration: n.configuration.clone(),
                 point: n.label.clone(),
                 native_mean: mean(&a),
@@ -115,7 +116,7 @@ fn grouped(rows: &[CrosscheckRow]) -> Vec<(String, Vec<&CrosscheckRow>)> {
                 .iter()
                 .filter(|r| r.native == native && r.classic == classic)
                 .collect();
-            let (nm, cm) = &these[0].metrics;
+            let (nm, cm) = (&these[0].native_metric, &these[0].classic_metric);
             let title = format!(
                 "Cross-check · {native} ({nm}) / {classic} ({cm}): native over classic, mean of the repetitions"
             );

@@ -283,21 +283,21 @@ fn with_contents(body: &str) -> String {
 
 /// The A/A control's section: the machine against itself.
 fn control_html(report: &RunReport, o: &mut String) {
-    let Some((head, rows)) = crate::text::control(report) else {
+    let Some(control) = crate::text::control(report) else {
         return;
     };
     let _ = writeln!(
         o,
         "<h2 id=\"control\">The machine against itself (A/A control)</h2>\n<p>{}</p>\n<table><tr><th class=\"l\">Table · row</th><th>Advantage</th></tr>",
-        esc(&head)
+        esc(&control.summary)
     );
-    for ((what, adv), c) in rows.iter().zip(&report.control) {
+    for (line, c) in control.rows.iter().zip(&report.control) {
         let _ = writeln!(
             o,
             "<tr><td class=\"l\">{}</td><td class=\"{}\">{}</td></tr>",
-            esc(what),
+            esc(&line.label),
             verdict_class(&c.advantage),
-            esc(adv)
+            esc(&line.text)
         );
     }
     o.push_str("</table>\n");
@@ -1494,12 +1494,12 @@ fn services_html(report: &RunReport, o: &mut String) {
 fn appendix_b(report: &RunReport, o: &mut String) {
     let r = &report.run;
     o.push_str("<h2>Appendix B — methodology</h2>\n<table>\n");
-    for (k, v) in crate::text::methodology(report) {
+    for line in crate::text::methodology(report) {
         let _ = writeln!(
             o,
             "<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>",
-            esc(&k),
-            esc(&v)
+            esc(&line.label),
+            esc(&line.text)
         );
     }
     o.push_str("</table>\n");

@@ -708,8 +708,10 @@ pub struct CrosscheckRow {
     pub native: String,
     /// Classic workload name.
     pub classic: String,
-    /// The two metrics compared (`throughput_mbps` / `throughput_Mbps`).
-    pub metrics: (String, String),
+    /// The native workload's metric compared (`throughput_mbps`).
+    pub native_metric: String,
+    /// The classic tool's metric it is compared with (`throughput_Mbps`).
+    pub classic_metric: String,
     /// Configuration name.
     pub configuration: String,
     /// The native point's label.

@@ -180,21 +180,22 @@ fn terminal(report: &RunReport) -> String {
 /// The A/A control's comparisons (Markdown with `md`): the machine against
 /// itself, with the run's false-positive count.
 fn control_text(report: &RunReport, md: bool, out: &mut String) {
-    let Some((head, rows)) = crate::text::control(report) else {
+    let Some(control) = crate::text::control(report) else {
         return;
     };
+    let head = &control.summary;
     if md {
         let _ = writeln!(
             out,
             "\n## The machine against itself (A/A control)\n\n{head}\n"
         );
-        for (what, adv) in rows {
-            let _ = writeln!(out, "- {what}: {adv}");
+        for line in &control.rows {
+            let _ = writeln!(out, "- {}: {}", line.label, line.text);
         }
     } else {
         let _ = writeln!(out, "\nThe machine against itself (A/A control): {head}");
-        for (what, adv) in rows {
-            let _ = writeln!(out, "  {what}: {adv}");
+        for line in &control.rows {
+            let _ = writeln!(out, "  {}: {}", line.label, line.text);
         }
     }
 }
@@ -425,8 +426,8 @@ fn settings_md(report: &RunReport, out: &mut String) {
 fn methodology_md(report: &RunReport, out: &mut String) {
     let r = &report.run;
     let _ = writeln!(out, "\n## Appendix B — methodology\n");
-    for (k, v) in crate::text::methodology(report) {
-        let _ = writeln!(out, "- **{k}**: {v}");
+    for line in crate::text::methodology(report) {
+        let _ = writeln!(out, "- **{}**: {}", line.label, line.text);
     }
     steps_md(report, out);
     if !r.study_text.is_empty() {

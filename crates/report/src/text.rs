@@ -35,9 +35,29 @@ pub fn drift_unknown(report: &RunReport) -> bool {
         })
 }
 
-/// The A/A control's section: its summary line, then (table · row,
-/// advantage) per comparison; `None` without a control.
-pub fn control(report: &RunReport) -> Option<(String, Vec<(String, String)>)> {
+/// A labelled line of text that every renderer lays out its own way (a
+/// table row in HTML, a list item in Markdown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labelled {
+    /// What the line is about ("Started", "fs.matrix · 4k").
+    pub label: String,
+    /// The text.
+    pub text: String,
+}
+
+/// The A/A control's section, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlText {
+    /// The summary: which configuration was repeated and how many
+    /// comparisons it called different.
+    pub summary: String,
+    /// Per comparison, "table · row" and its advantage, in the order of
+    /// [`RunReport::control`].
+    pub rows: Vec<Labelled>,
+}
+
+/// The A/A control's section; `None` without a control.
+pub fn control(report: &RunReport) -> Option<ControlText> {
     if report.control.is_empty() {
         return None;
     }
@@ -53,21 +73,27 @@ pub fn control(report: &RunReport) -> Option<(String, Vec<(String, String)>)> {
     let rows = report
         .control
         .iter()
-        .map(|c| {
-            (
-                format!("{} · {}", c.table, c.row),
-                crate::format::advantage_text(&c.advantage, 2),
-            )
+        .map(|c| Labelled {
+            label: format!("{} · {}", c.table, c.row),
+            text: crate::format::advantage_text(&c.advantage, 2),
         })
         .collect();
-    Some((head, rows))
+    Some(ControlText {
+        summary: head,
+        rows,
+    })
 }
 
-/// Appendix B: how the figures were produced, as (topic, text) rows.
-pub fn methodology(report: &RunReport) -> Vec<(String, String)> {
+/// Appendix B: how the figures were produced, one line per topic.
+pub fn methodology(report: &RunReport) -> Vec<Labelled> {
     let r = &report.run;
-    let mut rows: Vec<(String, String)> = Vec::new();
-    let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+    let mut rows: Vec<Labelled> = Vec::new();
+    let mut row = |k: &str, v: String| {
+        rows.push(Labelled {
+            label: k.to_string(),
+            text: v,
+        })
+    };
     row("benchlab version", r.benchlab_version.clone());
     row("Study file", r.study_file.clone());
     row("Controller host", r.controller_host.clone());

@@ -371,10 +371,10 @@ fn hosts_page(req: &Request, store: &Store) -> Result<Response, Fail> {
             run.id.to_string(),
             format!("run {}: every host ({})", run.id, run.study_name),
         ));
-        for (name, roles) in host_names.remove(&run.id).unwrap_or_default() {
+        for h in host_names.remove(&run.id).unwrap_or_default() {
             options.push((
-                format!("{}:{}", run.id, name),
-                format!("run {}: {} ({})", run.id, name, roles),
+                format!("{}:{}", run.id, h.name),
+                format!("run {}: {} ({})", run.id, h.name, h.roles),
             ));
         }
     }

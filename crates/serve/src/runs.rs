@@ -367,7 +367,7 @@ pub(crate) fn runs_page(req: &Request, store: &Store) -> Result<Response, Fail> 
                     .remove(&run.id)
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|(name, roles)| format!("{name} ({roles})"))
+                    .map(|h| format!("{} ({})", h.name, h.roles))
                     .collect(),
             }
         })

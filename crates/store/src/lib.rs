@@ -626,6 +626,15 @@ pub struct ConfigRow {
     pub spec: serde_json::Value,
 }
 
+/// A stored host's name and roles, without its inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostName {
+    /// Host name in the study.
+    pub name: String,
+    /// Roles it played, as stored (`sut`, `generator`).
+    pub roles: String,
+}
+
 /// A stored host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostRow {
@@ -1498,19 +1507,20 @@ impl Store {
         Ok(out)
     }
 
-    /// Every run's hosts as (name, roles), by run, in name order: one
+    /// Every run's hosts with their roles, by run, in name order: one
     /// query for a whole runs list or host picker, without reading the
     /// inventories (`hosts` per run reads and parses each one; at 1,000
     /// runs that made the list slow).
-    pub fn host_names(&self) -> Result<BTreeMap<i64, Vec<(String, String)>>> {
-        let mut out: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
+    pub fn host_names(&self) -> Result<BTreeMap<i64, Vec<HostName>>> {
+        let mut out: BTreeMap<i64, Vec<HostName>> = BTreeMap::new();
         for r in self.query(
             "SELECT run_id, name, roles FROM host ORDER BY run_id, name",
             &[],
         )? {
-            out.entry(r.int(0)?)
-                .or_default()
-                .push((r.text(1)?, r.text(2)?));
+            out.entry(r.int(0)?).or_default().push(HostName {
+                name: r.text(1)?,
+                roles: r.text(2)?,
+            });
         }
         Ok(out)
     }

@@ -355,7 +355,13 @@ both! {
         assert_eq!(store.hosts(run).unwrap()[0].roles, "sut");
         // The light listings agree with the full rows, run by run.
         let names = store.host_names().unwrap();
-        assert_eq!(names[&run], vec![("local".to_string(), "sut".to_string())]);
+        assert_eq!(
+            names[&run],
+            vec![HostName {
+                name: "local".into(),
+                roles: "sut".into()
+            }]
+        );
         assert_eq!(
             names.get(&first).map_or(0, Vec::len),
             store.hosts(first).unwrap().len()
