@@ -15,6 +15,7 @@ mod observer;
 mod runner;
 mod secrets;
 mod services;
+mod unit;
 
 pub use envrun::{load_profile, LoadedProfile};
 pub use hosts::spawn_for_restore;

@@ -3,41 +3,27 @@
 //! and stops cleanly on Ctrl-C.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use benchlab_agent::{AgentError, AgentHandle, Request, Response};
-use benchlab_core::engine_metric::{CLIENT_PEAK_RSS_KIB, SERVER_PEAK_RSS_KIB};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
 use benchlab_core::resolved::ResolvedPlan;
-use benchlab_core::study::{Configuration, WorkloadEntry};
-use benchlab_core::study::{OnError, Study};
+use benchlab_core::study::{Configuration, OnError, Study, WorkloadEntry};
 use benchlab_core::units::now_rfc3339;
-use benchlab_core::{
-    ClientShare, Params, Registry, Sample, ServerSide, SideResult, Workload, CLIENTS,
-};
+use benchlab_core::{Registry, Sample, ServerSide};
+use benchlab_monitor::Series;
 use benchlab_store::{
     ConfigRow, HostRow, NewRun, PointRow, Reading, RunStatus, SampleStatus, Store, UnitKey,
 };
 
-use crate::combine;
 use crate::context::RunCtx;
 use crate::envrun::EnvControl;
-use crate::hosts::{Pool, Role};
+use crate::hosts::Pool;
 use crate::monitors::{Monitors, Watch};
 use crate::observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
-use crate::services::{self, Services, Target};
-
-/// Slack added to a client's expected duration before it is declared hung.
-const CLIENT_SLACK: Duration = Duration::from_secs(60);
-/// The reason of a client side released from the barrier because another
-/// failed to arrive.
-const ABANDONED: &str = "abandoned at the barrier: another client side failed to connect";
-/// How long a server may take to finish after its client did.
-const SERVER_FINISH: Duration = Duration::from_secs(15);
+use crate::services::{self, Services};
+use crate::unit::{UnitError, UnitSpec};
 
 /// How a run ended.
 pub struct Outcome {
@@ -272,41 +258,25 @@ fn process_is_benchlab(pid: i64) -> bool {
         .unwrap_or(false)
 }
 
-/// Why a unit produced no sample.
-enum UnitError {
-    Skipped(String),
-    Failed(String),
-    Interrupted,
-}
-
-impl From<AgentError> for UnitError {
-    fn from(e: AgentError) -> Self {
-        match e {
-            AgentError::Interrupted => UnitError::Interrupted,
-            other => UnitError::Failed(other.to_string()),
-        }
-    }
-}
-
 /// After a failed point, how long a managed server may take to be seen
 /// gone before the clients' own error stands as the point's reason.
 const DEATH_GRACE: Duration = Duration::from_secs(1);
 
 /// A run in progress: everything its repetitions share.
-struct Engine<'a> {
-    reg: &'a Registry,
-    opts: RunOptions,
-    observer: &'a mut dyn Observer,
+pub(crate) struct Engine<'a> {
+    pub(crate) reg: &'a Registry,
+    pub(crate) opts: RunOptions,
+    pub(crate) observer: &'a mut dyn Observer,
     // Fields drop in order: the configuration's agents go before the
     // pool's, as they did when these were the runner's locals.
     /// The configuration applied on the hosts.
-    env: EnvControl,
+    pub(crate) env: EnvControl,
     /// The managed services of the configuration in force.
-    svc: Services,
+    pub(crate) svc: Services,
     /// The hosts' system monitors.
-    monitors: Monitors,
+    pub(crate) monitors: Monitors,
     /// The study, the agents, the store.
-    ctx: RunCtx<'a>,
+    pub(crate) ctx: RunCtx<'a>,
 }
 
 impl Engine<'_> {
@@ -319,17 +289,44 @@ impl Engine<'_> {
 
     /// Runs every repetition not yet stored, then puts the hosts back.
     fn execute(mut self) -> Result<Outcome> {
-        let (reg, opts) = (self.reg, self.opts);
-        let (study, run_id, interrupt) = (self.ctx.study, self.ctx.run_id, self.ctx.interrupt);
-        let plan = Plan::new(study, reg, opts);
-        let done = self.ctx.store.done_units(run_id)?;
+        let plan = Plan::new(self.ctx.study, self.reg, self.opts);
+        let todo = self.pending(&plan)?;
+        let mut adaptive = AdaptiveState::load(self.ctx.store, self.ctx.run_id, self.reg)?;
+        let (mut failed, mut stopped) = (0, false);
+        for (n, unit) in todo.iter().enumerate() {
+            if self.ctx.interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            match self.repetition(&plan, n, unit, &mut adaptive)? {
+                // Nothing ran, so there is nothing to quiesce after.
+                Step::Skipped => continue,
+                Step::Next => {}
+                Step::Failed => failed += 1,
+                Step::Stop => {
+                    failed += 1;
+                    stopped = true;
+                    break;
+                }
+                Step::Interrupted => break,
+            }
+            let point = &plan.points[unit.point];
+            if n + 1 < todo.len() && point.quiesce_s > 0.0 {
+                sleep_interruptibly(Duration::from_secs_f64(point.quiesce_s), self.ctx.interrupt);
+            }
+        }
+        self.finish(failed, stopped)
+    }
+
+    /// The repetitions a stored run still lacks (all of them for a new
+    /// run), announced to the observer.
+    fn pending(&mut self, plan: &Plan) -> Result<Vec<Unit>> {
+        let done = self.ctx.store.done_units(self.ctx.run_id)?;
         let todo: Vec<Unit> = plan
             .units
             .iter()
-            .filter(|u| !done.contains(&UnitKey::of(&plan, u)))
+            .filter(|u| !done.contains(&UnitKey::of(plan, u)))
             .copied()
             .collect();
-
         self.observer.start(&RunStart {
             units: todo
                 .iter()
@@ -344,232 +341,257 @@ impl Engine<'_> {
             already: done.len(),
         });
         self.tell();
-        let mut failed = 0;
-        let mut stopped = false;
-        let mut adaptive = AdaptiveState::load(self.ctx.store, run_id, reg)?;
-        for (n, unit) in todo.iter().enumerate() {
-            if interrupt.load(Ordering::Relaxed) {
-                break;
+        Ok(todo)
+    }
+
+    /// One repetition from start to store: the adaptive rule's say, the
+    /// configuration switched to, the measurement, its sample or reason
+    /// recorded with the hosts' monitor series, and the agents reset after
+    /// a failure.
+    fn repetition(
+        &mut self,
+        plan: &Plan,
+        n: usize,
+        unit: &Unit,
+        adaptive: &mut AdaptiveState,
+    ) -> Result<Step> {
+        let (study, run_id, interrupt) = (self.ctx.study, self.ctx.run_id, self.ctx.interrupt);
+        let point = &plan.points[unit.point];
+        let entry = &study.workloads[point.workload];
+        let config = &study.configurations[point.config];
+        let pkey = (point.config, point.workload, point.point);
+        if let Some(why) = adaptive.stop(entry, pkey) {
+            if adaptive.announce(pkey) {
+                self.ctx.store.add_event(
+                    run_id,
+                    &now_rfc3339(),
+                    "adaptive",
+                    &format!("{} · {} · {}: {why}", config.name, entry.name, point.label),
+                )?;
             }
-            let point = &plan.points[unit.point];
-            let entry = &study.workloads[point.workload];
-            let config = &study.configurations[point.config];
-            let pkey = (point.config, point.workload, point.point);
-            if let Some(why) = adaptive.stop(entry, pkey) {
-                if adaptive.announce(pkey) {
-                    self.ctx.store.add_event(
-                        run_id,
-                        &now_rfc3339(),
-                        "adaptive",
-                        &format!("{} · {} · {}: {why}", config.name, entry.name, point.label),
-                    )?;
-                }
-                self.observer.skip(n);
-                continue;
-            }
-            let info = UnitInfo {
-                index: n,
-                configuration: &config.name,
-                workload: &entry.name,
-                point: &point.label,
-                repetition: unit.repetition,
-                repetitions: point.repetitions,
-            };
-            self.observer.begin(&info);
-            let point_id = self.ctx.store.ensure_point(
-                run_id,
-                &PointRow {
-                    id: 0,
-                    config_idx: point.config,
-                    workload_idx: point.workload,
-                    workload_name: entry.name.clone(),
-                    kind: entry.kind.clone(),
-                    point_idx: point.point,
-                    label: point.label.clone(),
-                    params: point.params.clone(),
-                },
-            )?;
-            let switched = self.env.switch(point.config, &entry.name, &mut self.ctx);
-            self.tell();
-            switched?;
-            if interrupt.load(Ordering::Relaxed) {
-                // Ctrl-C while a configuration was being applied: not a
-                // failure of the point, which is simply not run.
-                break;
-            }
-            let started = now_rfc3339();
-            // Each host's monitor samples of this repetition.
-            let mut monitored = Vec::new();
-            let outcome = match &self.env.failed {
-                Some(why) => Err(UnitError::Failed(format!(
-                    "configuration could not be applied: {why}"
-                ))),
-                None => match self.env.point_start(interrupt) {
-                    Err(why) => Err(UnitError::Failed(why)),
-                    Ok(()) => {
-                        let sides = [self.env.server.clone(), self.env.client.clone()];
-                        let wl_side = reg.get(&entry.kind).map(|w| w.server_side());
-                        let targets = if wl_side == Some(ServerSide::Service) {
-                            self.svc.ready(
-                                &mut self.ctx,
-                                point.config,
-                                (point.workload, point.point),
-                                &entry.services,
-                                &entry.kind,
-                                &point.params,
-                            )
-                        } else {
-                            Ok(Vec::new())
-                        };
-                        let mut r = match targets {
-                            Err(why) => Err(UnitError::Failed(why)),
-                            Ok(targets) => {
-                                let unit_spec = UnitSpec {
-                                    point,
-                                    repetition: unit.repetition,
-                                    sides: &sides,
-                                    targets: &targets,
-                                };
-                                let watch = Watch {
-                                    config,
-                                    entry,
-                                    sides: &sides,
-                                    expected: reg
-                                        .get(&entry.kind)
-                                        .map(|w| w.expected_duration(&point.params))
-                                        .unwrap_or_default(),
-                                };
-                                let watching = self.monitors.start(&mut self.ctx, &watch);
-                                let r = self.run_unit(&unit_spec);
-                                monitored = self.monitors.stop(&mut self.ctx, &watching);
-                                // A server that went down mid-point fails it
-                                // with its own exit reason, whatever the
-                                // clients saw.
-                                let died = if r.is_err() {
-                                    self.svc.died_within(&mut self.ctx, &targets, DEATH_GRACE)
-                                } else {
-                                    self.svc.died(&mut self.ctx, &targets)
-                                };
-                                match died {
-                                    Some(why) if !matches!(r, Err(UnitError::Interrupted)) => {
-                                        Err(UnitError::Failed(why))
-                                    }
-                                    _ => r,
-                                }
-                            }
-                        };
-                        if let Some(load) = self.env.point_end(interrupt) {
-                            if let Ok(sample) = &mut r {
-                                // The load's own CPU use (100 = one CPU), so
-                                // that points can be compared for equal load.
-                                sample
-                                    .metrics
-                                    .insert("background_load_cpu_pct".into(), load.util_pct);
-                            }
-                        }
-                        r
+            self.observer.skip(n);
+            return Ok(Step::Skipped);
+        }
+        let info = UnitInfo {
+            index: n,
+            configuration: &config.name,
+            workload: &entry.name,
+            point: &point.label,
+            repetition: unit.repetition,
+            repetitions: point.repetitions,
+        };
+        self.observer.begin(&info);
+        let point_id = self.ctx.store.ensure_point(
+            run_id,
+            &PointRow {
+                id: 0,
+                config_idx: point.config,
+                workload_idx: point.workload,
+                workload_name: entry.name.clone(),
+                kind: entry.kind.clone(),
+                point_idx: point.point,
+                label: point.label.clone(),
+                params: point.params.clone(),
+            },
+        )?;
+        let switched = self.env.switch(point.config, &entry.name, &mut self.ctx);
+        self.tell();
+        switched?;
+        if interrupt.load(Ordering::Relaxed) {
+            // Ctrl-C while a configuration was being applied: not a
+            // failure of the point, which is simply not run.
+            return Ok(Step::Interrupted);
+        }
+        let started = now_rfc3339();
+        let (outcome, monitored) = self.measure(point, unit.repetition, config, entry);
+        let ended = now_rfc3339();
+        adaptive.record(
+            pkey,
+            outcome
+                .as_ref()
+                .ok()
+                .and_then(|s| headline(self.reg, &entry.kind, &point.params, s)),
+            !matches!(outcome, Err(UnitError::Interrupted)),
+        );
+        let stamp = Stamp {
+            point_id,
+            repetition: unit.repetition,
+            started: &started,
+            ended: &ended,
+        };
+        let Some(result) = self.record(point, &stamp, &outcome)? else {
+            return Ok(Step::Interrupted);
+        };
+        for (host, series) in &monitored {
+            self.ctx
+                .store
+                .add_monitor(point_id, unit.repetition, host, series)?;
+        }
+        self.observer.end(&info, &result);
+        self.tell();
+        let Err(e) = &outcome else {
+            return Ok(Step::Next);
+        };
+        // The agents' state is unknown after a failed or skipped point
+        // (another target's server may still be waiting): stop them all,
+        // on every host; the next point starts fresh ones. Services go
+        // first, stopped by the agents that hold them.
+        self.svc.stop_all(&mut self.ctx);
+        self.tell();
+        self.ctx.pool.kill_all();
+        Ok(match e {
+            UnitError::Failed(_) if study.defaults.on_error == OnError::Stop => Step::Stop,
+            UnitError::Failed(_) => Step::Failed,
+            _ => Step::Next,
+        })
+    }
+
+    /// Measures one repetition in the configuration in force: its
+    /// services ready, the hosts' monitors around it, a managed server's
+    /// death made the point's reason, the background load's own CPU use
+    /// added. Returns the outcome and each host's monitor series.
+    fn measure(
+        &mut self,
+        point: &PlannedPoint,
+        repetition: u32,
+        config: &Configuration,
+        entry: &WorkloadEntry,
+    ) -> (
+        std::result::Result<Sample, UnitError>,
+        Vec<(String, Series)>,
+    ) {
+        let (reg, interrupt) = (self.reg, self.ctx.interrupt);
+        if let Some(why) = &self.env.failed {
+            let why = format!("configuration could not be applied: {why}");
+            return (Err(UnitError::Failed(why)), Vec::new());
+        }
+        if let Err(why) = self.env.point_start(interrupt) {
+            return (Err(UnitError::Failed(why)), Vec::new());
+        }
+        let mut monitored = Vec::new();
+        let sides = [self.env.server.clone(), self.env.client.clone()];
+        let wl = reg.get(&entry.kind);
+        let targets = if wl.map(|w| w.server_side()) == Some(ServerSide::Service) {
+            self.svc.ready(
+                &mut self.ctx,
+                point.config,
+                (point.workload, point.point),
+                &entry.services,
+                &entry.kind,
+                &point.params,
+            )
+        } else {
+            Ok(Vec::new())
+        };
+        let mut r = match targets {
+            Err(why) => Err(UnitError::Failed(why)),
+            Ok(targets) => {
+                let unit_spec = UnitSpec {
+                    point,
+                    repetition,
+                    sides: &sides,
+                    targets: &targets,
+                };
+                let watch = Watch {
+                    config,
+                    entry,
+                    sides: &sides,
+                    expected: wl
+                        .map(|w| w.expected_duration(&point.params))
+                        .unwrap_or_default(),
+                };
+                let watching = self.monitors.start(&mut self.ctx, &watch);
+                let r = self.run_unit(&unit_spec);
+                monitored = self.monitors.stop(&mut self.ctx, &watching);
+                // A server that went down mid-point fails it with its own
+                // exit reason, whatever the clients saw.
+                let died = if r.is_err() {
+                    self.svc.died_within(&mut self.ctx, &targets, DEATH_GRACE)
+                } else {
+                    self.svc.died(&mut self.ctx, &targets)
+                };
+                match died {
+                    Some(why) if !matches!(r, Err(UnitError::Interrupted)) => {
+                        Err(UnitError::Failed(why))
                     }
-                },
-            };
-            let ended = now_rfc3339();
-            adaptive.record(
-                pkey,
-                outcome
-                    .as_ref()
-                    .ok()
-                    .and_then(|s| headline(reg, &entry.kind, &point.params, s)),
-                !matches!(outcome, Err(UnitError::Interrupted)),
-            );
-            let result = match &outcome {
-                Ok(sample) => {
-                    self.ctx.store.record_sample(
-                        point_id,
-                        unit.repetition,
-                        SampleStatus::Ok,
-                        None,
-                        &started,
-                        &ended,
-                        Some(sample),
-                    )?;
-                    if let Some(wl) = reg.get(&entry.kind) {
-                        let notes = wl.notes(&point.params, &sample.metrics);
-                        self.ctx
-                            .store
-                            .add_notes(point_id, unit.repetition, &notes)?;
-                    }
-                    let spec = reg
-                        .get(&entry.kind)
-                        .and_then(|w| w.table_metrics(&point.params).into_iter().next());
-                    UnitResult::Ok(
-                        spec.and_then(|s| sample.metrics.get(s.name).map(|v| (s, *v)))
-                            .map(|(s, value)| Headline {
-                                metric: s.name,
-                                value,
-                                decimals: s.decimals,
-                            }),
-                    )
-                }
-                Err(UnitError::Skipped(reason)) => {
-                    self.ctx.store.record_sample(
-                        point_id,
-                        unit.repetition,
-                        SampleStatus::Skipped,
-                        Some(reason),
-                        &started,
-                        &ended,
-                        None,
-                    )?;
-                    UnitResult::Skipped(reason)
-                }
-                Err(UnitError::Failed(reason)) => {
-                    failed += 1;
-                    self.ctx.store.record_sample(
-                        point_id,
-                        unit.repetition,
-                        SampleStatus::Failed,
-                        Some(reason),
-                        &started,
-                        &ended,
-                        None,
-                    )?;
-                    UnitResult::Failed(reason)
-                }
-                Err(UnitError::Interrupted) => break,
-            };
-            for (host, series) in &monitored {
-                self.ctx
-                    .store
-                    .add_monitor(point_id, unit.repetition, host, series)?;
-            }
-            self.observer.end(&info, &result);
-            self.tell();
-            if outcome.is_err() {
-                // The agents' state is unknown after a failed or skipped point
-                // (another target's server may still be waiting): stop them all,
-                // on every host; the next point starts fresh ones. Services go
-                // first, stopped by the agents that hold them.
-                self.svc.stop_all(&mut self.ctx);
-                self.tell();
-                self.ctx.pool.kill_all();
-                if matches!(outcome, Err(UnitError::Failed(_)))
-                    && study.defaults.on_error == OnError::Stop
-                {
-                    stopped = true;
-                    break;
+                    _ => r,
                 }
             }
-            if n + 1 < todo.len() && point.quiesce_s > 0.0 {
-                sleep_interruptibly(Duration::from_secs_f64(point.quiesce_s), interrupt);
+        };
+        if let Some(load) = self.env.point_end(interrupt) {
+            if let Ok(sample) = &mut r {
+                // The load's own CPU use (100 = one CPU), so that points
+                // can be compared for equal load.
+                sample
+                    .metrics
+                    .insert("background_load_cpu_pct".into(), load.util_pct);
             }
         }
+        (r, monitored)
+    }
+
+    /// Stores a repetition's sample (with its workload's notes) or its
+    /// reason; `None` for an interrupted one, which is not stored so that
+    /// a resumed run measures it again.
+    fn record<'o>(
+        &mut self,
+        point: &PlannedPoint,
+        at: &Stamp<'_>,
+        outcome: &'o std::result::Result<Sample, UnitError>,
+    ) -> Result<Option<UnitResult<'o>>> {
+        let entry = &self.ctx.study.workloads[point.workload];
+        let wl = self.reg.get(&entry.kind);
+        let (status, reason, sample) = match outcome {
+            Ok(sample) => (SampleStatus::Ok, None, Some(sample)),
+            Err(UnitError::Skipped(why)) => (SampleStatus::Skipped, Some(why.as_str()), None),
+            Err(UnitError::Failed(why)) => (SampleStatus::Failed, Some(why.as_str()), None),
+            Err(UnitError::Interrupted) => return Ok(None),
+        };
+        self.ctx.store.record_sample(
+            at.point_id,
+            at.repetition,
+            status,
+            reason,
+            at.started,
+            at.ended,
+            sample,
+        )?;
+        Ok(Some(match outcome {
+            Ok(sample) => {
+                let Some(wl) = wl else {
+                    return Ok(Some(UnitResult::Ok(None)));
+                };
+                let notes = wl.notes(&point.params, &sample.metrics);
+                self.ctx
+                    .store
+                    .add_notes(at.point_id, at.repetition, &notes)?;
+                let spec = wl.table_metrics(&point.params).into_iter().next();
+                UnitResult::Ok(spec.and_then(|s| {
+                    sample.metrics.get(s.name).map(|&value| Headline {
+                        metric: s.name,
+                        value,
+                        decimals: s.decimals,
+                    })
+                }))
+            }
+            Err(UnitError::Skipped(why)) => UnitResult::Skipped(why),
+            Err(UnitError::Failed(why)) => UnitResult::Failed(why),
+            Err(UnitError::Interrupted) => unreachable!("returned above"),
+        }))
+    }
+
+    /// After the last repetition (or Ctrl-C, or a stop at a failed
+    /// point): the services stopped, every host put back, the run's
+    /// status and closing event stored.
+    fn finish(mut self, failed: usize, stopped: bool) -> Result<Outcome> {
+        let run_id = self.ctx.run_id;
         self.observer.finish();
-        // Stop the services, then put every host back (also after Ctrl-C).
         self.svc.stop_all(&mut self.ctx);
         let reverted = self.env.revert(&mut self.ctx);
         self.tell();
         reverted?;
 
-        let interrupted = interrupt.load(Ordering::Relaxed);
+        let interrupted = self.ctx.interrupt.load(Ordering::Relaxed);
         let at = now_rfc3339();
         if interrupted {
             // The abandoned point's sides may be mid-measurement: stop them now.
@@ -606,6 +628,28 @@ impl Engine<'_> {
             failed,
         })
     }
+}
+
+/// What a repetition's end means for the run.
+enum Step {
+    /// The adaptive rule had enough of this point: not run.
+    Skipped,
+    /// Go on with the next one.
+    Next,
+    /// It failed; go on.
+    Failed,
+    /// It failed and the study says stop (`on_error = "stop"`).
+    Stop,
+    /// Ctrl-C: stop without storing it.
+    Interrupted,
+}
+
+/// Where and when a repetition ran, for its row in the store.
+struct Stamp<'a> {
+    point_id: i64,
+    repetition: u32,
+    started: &'a str,
+    ended: &'a str,
 }
 
 /// The headline figure of a sample: its workload's first table metric
@@ -704,467 +748,6 @@ fn sleep_interruptibly(d: Duration, interrupt: &AtomicBool) {
     }
 }
 
-fn agent_error(who: &str, message: String, skipped: bool) -> UnitError {
-    if skipped {
-        UnitError::Skipped(format!("{who}: {message}"))
-    } else {
-        UnitError::Failed(format!("{who}: {message}"))
-    }
-}
-
-/// What one repetition runs: the point, its repetition, the sides'
-/// placements and, for a service workload, its services.
-#[derive(Clone, Copy)]
-struct UnitSpec<'a> {
-    point: &'a PlannedPoint,
-    repetition: u32,
-    sides: &'a [benchlab_core::placement::Placement; 2],
-    targets: &'a [Target],
-}
-
-/// One client side of a repetition: an agent on a client host, driving
-/// its share of one target's clients.
-struct ClientJob {
-    /// Index into the targets.
-    target: usize,
-    /// The client host.
-    host: String,
-    /// Agent slot on that host (one per target).
-    slot: usize,
-    /// Its share of the point's clients.
-    share: ClientShare,
-}
-
-/// The client sides of a repetition: for a clients-axis workload, the
-/// point's `clients` spread evenly over the client hosts, for each target;
-/// otherwise one client per target on the client host.
-/// `config` says which hosts the client sides run on (its `hosts` map).
-fn client_jobs(
-    wl: &dyn Workload,
-    entry: &WorkloadEntry,
-    config: &Configuration,
-    params: &Params,
-) -> Vec<ClientJob> {
-    let mut jobs = Vec::new();
-    for target in 0..entry.servers.len() {
-        if wl.clients_axis() {
-            let total = params.u64(CLIENTS).unwrap_or(1) as u32;
-            let shares = ClientShare::spread(total, entry.client_hosts.len());
-            for (host, share) in entry.client_hosts.iter().zip(shares) {
-                jobs.push(ClientJob {
-                    target,
-                    host: config.host(host).to_string(),
-                    slot: target,
-                    share,
-                });
-            }
-        } else {
-            jobs.push(ClientJob {
-                target,
-                host: config.host(&entry.client).to_string(),
-                slot: target,
-                share: ClientShare::default(),
-            });
-        }
-    }
-    jobs
-}
-
-impl Engine<'_> {
-    /// Runs one repetition: the server side on every target host, the
-    /// client sides (behind one barrier for a clients-axis workload), both
-    /// sides' results combined per target and aggregated over targets.
-    fn run_unit(&mut self, unit: &UnitSpec<'_>) -> std::result::Result<Sample, UnitError> {
-        let reg = self.reg;
-        let ctx = &mut self.ctx;
-        let (study, interrupt) = (ctx.study, ctx.interrupt);
-        let UnitSpec {
-            point,
-            repetition,
-            sides,
-            targets: services,
-        } = *unit;
-        let entry = &study.workloads[point.workload];
-        let wl = reg
-            .get(&entry.kind)
-            .ok_or_else(|| UnitError::Skipped(format!("unknown workload {}", entry.kind)))?;
-        // The study's names label the targets (`metric@b1`, alike in every
-        // configuration); the configuration's map says where each runs.
-        let config = &study.configurations[point.config];
-        let targets = &entry.servers;
-        let many = targets.len() > 1;
-        let who = |side: &str, host: &str| {
-            if many {
-                format!("{side} side on {host}")
-            } else {
-                format!("{side} side")
-            }
-        };
-        let own_server = wl.server_side() == ServerSide::Own;
-
-        // Server sides: benchlab's own, or the services' addresses.
-        let mut addrs: Vec<Option<SocketAddr>> = Vec::new();
-        for (i, target) in targets.iter().enumerate() {
-            if let Some(t) = services.get(i) {
-                addrs.push(Some(t.address));
-                continue;
-            }
-            if !own_server {
-                addrs.push(None);
-                continue;
-            }
-            let host = config.host(target);
-            let req = Request::Serve {
-                kind: entry.kind.clone(),
-                params: point.params.clone(),
-                placement: sides[0].clone(),
-                bind: ctx.pool.bind_address(host),
-            };
-            let data_ip = ctx.pool.address(host);
-            match ctx.pool.agent(host, Role::Server, 0)?.request(
-                &req,
-                Duration::from_secs(60),
-                interrupt,
-            )? {
-                Response::Listening { port } => addrs.push(Some(SocketAddr::new(data_ip, port))),
-                Response::Error { message, skipped } => {
-                    return Err(agent_error(&who("server", host), message, skipped))
-                }
-                other => {
-                    return Err(UnitError::Failed(format!(
-                        "{}: unexpected answer {other:?}",
-                        who("server", host)
-                    )))
-                }
-            }
-        }
-
-        // Client sides, all at once.
-        let jobs = client_jobs(wl, entry, config, &point.params);
-        let gated = wl.clients_axis();
-        let expected = wl.expected_duration(&point.params);
-        let mut agents: Vec<AgentHandle> = Vec::new();
-        for job in &jobs {
-            match ctx.pool.take(&job.host, Role::Client, job.slot) {
-                Ok(a) => agents.push(a),
-                Err(e) => {
-                    for (job, agent) in jobs.iter().zip(agents) {
-                        ctx.pool.put(&job.host, Role::Client, job.slot, agent);
-                    }
-                    return Err(e.into());
-                }
-            }
-        }
-        let requests: Vec<Request> = jobs
-            .iter()
-            .map(|job| Request::RunClient {
-                kind: entry.kind.clone(),
-                params: point.params.clone(),
-                placement: sides[1].clone(),
-                server: addrs[job.target],
-                repetition,
-                share: job.share,
-                gated,
-                service: services.get(job.target).map(|t| t.info.clone()),
-            })
-            .collect();
-        // The services are observed over the measured interval when the
-        // workload says where it lies (from the barrier's common start),
-        // else around the clients' whole run.
-        let window = match (gated, services.is_empty()) {
-            (true, false) => wl.measured_window(&point.params),
-            _ => None,
-        };
-        // A guest that ends mid-point (its QEMU killed or crashed) takes
-        // its sockets with it silently: no reset reaches the clients, which
-        // would wait out the point's whole limit. Its control port closing
-        // is watched instead, and stops the clients at once.
-        let mut point_hosts: Vec<&str> = targets.iter().map(|t| config.host(t)).collect();
-        point_hosts.extend(jobs.iter().map(|j| j.host.as_str()));
-        let watches = ctx.pool.guest_watches(&point_hosts);
-        let stop = AtomicBool::new(false);
-        let finished = AtomicBool::new(false);
-        let lost_guest: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-        let flag: &AtomicBool = if watches.is_empty() { interrupt } else { &stop };
-        let (results, before, after) = std::thread::scope(|scope| {
-            if !watches.is_empty() {
-                scope.spawn(|| watch_guests(&watches, interrupt, &stop, &finished, &lost_guest));
-            }
-            let out = match window {
-                Some((skip, len)) => {
-                    let pool = &mut ctx.pool;
-                    let (go_tx, go_rx) = mpsc::channel();
-                    std::thread::scope(|s| {
-                        let observer = s.spawn(move || {
-                            services::observe_window(pool, services, &go_rx, skip, len)
-                        });
-                        let results =
-                            barrier_run(&mut agents, &requests, expected, flag, Some(&go_tx));
-                        drop(go_tx);
-                        let (before, after) = observer.join().expect("service observer thread");
-                        (results, before, after)
-                    })
-                }
-                None => {
-                    let before = services::usage(ctx, services);
-                    let results = if gated {
-                        barrier_run(&mut agents, &requests, expected, flag, None)
-                    } else {
-                        fan_out(&mut agents, &requests, expected + CLIENT_SLACK, flag)
-                    };
-                    (results, before, services::usage(ctx, services))
-                }
-            };
-            finished.store(true, Ordering::Relaxed);
-            out
-        });
-        for (job, agent) in jobs.iter().zip(agents) {
-            ctx.pool.put(&job.host, Role::Client, job.slot, agent);
-        }
-        if let Some(host) = lost_guest.into_inner().unwrap_or(None) {
-            return Err(UnitError::Failed(format!(
-                "host `{host}`: the guest ended during the point (its QEMU was killed or crashed)"
-            )));
-        }
-        // Per target: its client hosts' results, to be merged as the workload
-        // declares (the first failure of a target stands for it).
-        let mut client_results: Vec<std::result::Result<Vec<SideResult>, UnitError>> =
-            targets.iter().map(|_| Ok(Vec::new())).collect();
-        for (job, r) in jobs.iter().zip(results) {
-            let host_who = if jobs.len() > targets.len() {
-                format!("client side on {}", job.host)
-            } else {
-                who("client", &targets[job.target])
-            };
-            let part = match r {
-                Err(e) => Err(UnitError::from(e)),
-                Ok(Response::Done { result }) => Ok(*result),
-                Ok(Response::Error { message, skipped }) => {
-                    Err(agent_error(&host_who, message, skipped))
-                }
-                Ok(other) => Err(UnitError::Failed(format!(
-                    "{host_who}: unexpected answer {other:?}"
-                ))),
-            };
-            let slot = &mut client_results[job.target];
-            match (slot.as_mut(), part) {
-                (Ok(parts), Ok(p)) => parts.push(p),
-                (Ok(_), Err(e)) => *slot = Err(e),
-                // A side abandoned at the barrier gives way to the failure
-                // that made the others abandon.
-                (Err(UnitError::Failed(m)), Err(e)) if m.contains(ABANDONED) => *slot = Err(e),
-                (Err(_), _) => {}
-            }
-        }
-        if client_results
-            .iter()
-            .any(|r| matches!(r, Err(UnitError::Interrupted)))
-        {
-            return Err(UnitError::Interrupted);
-        }
-
-        // Collect every server, even after a client failure, so none is left
-        // waiting (with a short limit then: it has nothing more to wait for).
-        let mut server_results: Vec<Option<SideResult>> = Vec::new();
-        for (i, (target, client)) in targets.iter().zip(&client_results).enumerate() {
-            let host = config.host(target);
-            if !services.is_empty() {
-                server_results.push(match (before.get(i), after.get(i)) {
-                    (Some(Some(b)), Some(Some(a))) => Some(services::observed(b, a)),
-                    _ => None,
-                });
-                continue;
-            }
-            if !own_server {
-                server_results.push(None);
-                continue;
-            }
-            let limit = if client.is_ok() {
-                SERVER_FINISH
-            } else {
-                Duration::from_secs(1)
-            };
-            let req = Request::Collect {
-                timeout_ms: limit.as_millis() as u64,
-            };
-            let resp = ctx.pool.agent(host, Role::Server, 0)?.request(
-                &req,
-                limit + Duration::from_secs(10),
-                interrupt,
-            )?;
-            match resp {
-                Response::Done { result } => server_results.push(Some(*result)),
-                Response::Error { message, skipped } if client.is_ok() => {
-                    return Err(agent_error(&who("server", host), message, skipped))
-                }
-                _ => server_results.push(None),
-            }
-        }
-
-        let mut per_target = Vec::new();
-        for ((parts, server), host) in client_results.into_iter().zip(server_results).zip(targets) {
-            let client = combine::merge_clients(wl, parts?).map_err(|e| {
-                UnitError::Failed(format!("merging the client hosts' results: {e}"))
-            })?;
-            let rss = [
-                (CLIENT_PEAK_RSS_KIB.name(), Some(client.peak_rss_kib)),
-                (
-                    SERVER_PEAK_RSS_KIB.name(),
-                    server
-                        .as_ref()
-                        .filter(|_| services.is_empty())
-                        .map(|s| s.peak_rss_kib),
-                ),
-            ];
-            // What the service's processes used over the point, whatever the
-            // workload derives from it.
-            let observed: Vec<(String, f64)> = server
-                .as_ref()
-                .filter(|_| !services.is_empty())
-                .map(|s| {
-                    s.values
-                        .iter()
-                        .map(|(k, v)| (k.clone(), *v))
-                        .chain(s.counters.iter().map(|(k, v)| (k.clone(), *v as f64)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut sample = wl.combine(&point.params, client, server).map_err(|e| {
-                UnitError::Failed(format!(
-                    "results{}: {e}",
-                    if many {
-                        format!(" of {host}")
-                    } else {
-                        String::new()
-                    }
-                ))
-            })?;
-            // Every workload's processes are held to the same memory budget,
-            // so their peak RSS is recorded for all of them.
-            for (name, kib) in rss {
-                if let Some(kib) = kib {
-                    sample.metrics.insert(name.into(), kib as f64);
-                }
-            }
-            for (name, v) in observed {
-                if v.is_finite() {
-                    sample.metrics.entry(name).or_insert(v);
-                }
-            }
-            per_target.push((host.clone(), sample));
-        }
-        if !many {
-            return Ok(per_target.pop().expect("one target").1);
-        }
-        Ok(combine::aggregate(wl, &point.params, per_target))
-    }
-}
-
-/// Until `finished`: raises `stop` when the run is interrupted or one of
-/// the guests ends, naming that guest in `lost`.
-fn watch_guests(
-    watches: &[(String, benchlab_guest::mux::Watch)],
-    interrupt: &AtomicBool,
-    stop: &AtomicBool,
-    finished: &AtomicBool,
-    lost: &std::sync::Mutex<Option<String>>,
-) {
-    while !finished.load(Ordering::Relaxed) {
-        if interrupt.load(Ordering::Relaxed) {
-            stop.store(true, Ordering::Relaxed);
-            return;
-        }
-        if let Some((host, _)) = watches.iter().find(|(_, w)| w.gone()) {
-            if let Ok(mut l) = lost.lock() {
-                *l = Some(host.clone());
-            }
-            stop.store(true, Ordering::Relaxed);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Sends each agent its request at once and waits for every answer.
-fn fan_out(
-    agents: &mut [AgentHandle],
-    requests: &[Request],
-    limit: Duration,
-    interrupt: &AtomicBool,
-) -> Vec<Result<Response, AgentError>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = agents
-            .iter_mut()
-            .zip(requests)
-            .map(|(agent, req)| s.spawn(move || agent.request(req, limit, interrupt)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("client thread"))
-            .collect()
-    })
-}
-
-/// The clients-axis barrier: every client side connects its clients and
-/// answers `arrived`; only when all have is each sent `go`, at once (the
-/// common start instant). If any side fails to arrive, those waiting are
-/// released with `abort`, so that none is left at the gate, and the first
-/// real failure is what the point reports.
-/// `started`, when given, is told the start instant once every side has
-/// arrived (just before `go` is sent).
-fn barrier_run(
-    agents: &mut [AgentHandle],
-    requests: &[Request],
-    expected: Duration,
-    interrupt: &AtomicBool,
-    started: Option<&mpsc::Sender<Instant>>,
-) -> Vec<Result<Response, AgentError>> {
-    let arrivals = fan_out(agents, requests, CLIENT_SLACK, interrupt);
-    let all_arrived = arrivals.iter().all(|r| matches!(r, Ok(Response::Arrived)));
-    if let (true, Some(tx)) = (all_arrived, started) {
-        let _ = tx.send(Instant::now());
-    }
-    let waiting: Vec<bool> = arrivals
-        .iter()
-        .map(|r| matches!(r, Ok(Response::Arrived)))
-        .collect();
-    let gos: Vec<Request> = arrivals
-        .iter()
-        .map(|_| Request::Go {
-            abort: !all_arrived,
-        })
-        .collect();
-    let released: Vec<(usize, Result<Response, AgentError>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = agents
-            .iter_mut()
-            .zip(&gos)
-            .enumerate()
-            .filter(|(i, _)| waiting[*i])
-            .map(|(i, (agent, go))| {
-                s.spawn(move || (i, agent.request(go, expected + CLIENT_SLACK, interrupt)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("client thread"))
-            .collect()
-    });
-    let mut finals: Vec<Result<Response, AgentError>> = arrivals;
-    for (i, r) in released {
-        finals[i] = if all_arrived {
-            r
-        } else {
-            // Abandoned at the gate: a consequence of another side's
-            // failure, not a failure of its own.
-            Ok(Response::Error {
-                message: ABANDONED.into(),
-                skipped: false,
-            })
-        };
-    }
-    finals
-}
-
 /// A run's resolved plan. A run made before plans were stored has only
 /// its study text: that is parsed once, with the points it stored, and the
 /// plan kept from then on (when the database is writable), so that later
@@ -1192,6 +775,8 @@ pub fn stored_plan(store: &Store, reg: &Registry, run_id: i64) -> Result<Resolve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unit::client_jobs;
+    use benchlab_core::ClientShare;
     use benchlab_core::fake::{FAKE, FAKE_CLIENTS};
 
     fn registry() -> Registry {
