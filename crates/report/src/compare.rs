@@ -154,7 +154,23 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                         configuration: config_of(s),
                     })
                     .collect();
-                View::Curve(views::compare_curve(b, &columns))
+                let mut curve = views::compare_curve(b, &columns);
+                // The study's pairs, where both of a pair's configurations
+                // are columns from its run.
+                let names: Vec<String> = order.iter().map(|s| config_of(s)).collect();
+                let pair_columns: Vec<_> = order
+                    .iter()
+                    .zip(&columns)
+                    .zip(&names)
+                    .map(|((s, c), name)| crate::pairs::PairColumn {
+                        run: s.report.run.id,
+                        configuration: name,
+                        label: &s.label,
+                        view: c.view,
+                    })
+                    .collect();
+                crate::pairs::apply(&mut curve, &crate::pairs::carried(&pair_columns));
+                View::Curve(curve)
             }
             View::Matrix(b) => {
                 let columns: Vec<_> = order

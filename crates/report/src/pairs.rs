@@ -75,6 +75,57 @@ pub fn apply(v: &mut CurveView, compare: &[Comparison]) {
     v.pairs = rows;
 }
 
+/// One column of a comparison across runs, as [`carried`] reads it.
+pub struct PairColumn<'a> {
+    /// The run the column comes from.
+    pub run: i64,
+    /// Its configuration's name in that run.
+    pub configuration: &'a str,
+    /// The column's label in the comparison (`3:nginx-1cpu`).
+    pub label: &'a str,
+    /// That run's curve of the compared view, if it has one.
+    pub view: Option<&'a CurveView>,
+}
+
+/// The pairs a comparison across runs (`benchlab compare`) carries: each
+/// run's declared pairs whose two configurations are both columns from
+/// that run, named by the columns' labels. A pair is never formed across
+/// runs: the study declared it between its own configurations, measured
+/// in one run. With columns from several runs, a pair's label names its
+/// run, since two runs of one study declare the same labels.
+pub fn carried(columns: &[PairColumn<'_>]) -> Vec<Comparison> {
+    let several = columns.iter().any(|c| c.run != columns[0].run);
+    let column = |run: i64, config: &str| {
+        columns
+            .iter()
+            .find(|c| c.run == run && c.configuration == config)
+    };
+    let mut out: Vec<Comparison> = Vec::new();
+    let mut runs: Vec<i64> = Vec::new();
+    for c in columns {
+        if runs.contains(&c.run) {
+            continue;
+        }
+        runs.push(c.run);
+        let Some(v) = c.view else { continue };
+        for p in &v.pairs {
+            let (Some(a), Some(b)) = (column(c.run, &p.a), column(c.run, &p.b)) else {
+                continue;
+            };
+            out.push(Comparison {
+                a: a.label.to_string(),
+                b: b.label.to_string(),
+                label: if several {
+                    format!("run {}: {}", c.run, p.label)
+                } else {
+                    p.label.clone()
+                },
+            });
+        }
+    }
+    out
+}
+
 /// The pair table: a header and one row per pair.
 pub fn rows(v: &CurveView) -> Vec<Vec<String>> {
     let peak = |p: &Option<PeakAt>| match p {
@@ -172,9 +223,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pairs_compare_peaks_like_with_like_as_table_1_does() {
-        let mut v = CurveView {
+    fn curve() -> CurveView {
+        CurveView {
             workload: "netbench".into(),
             kind: "fileserver.load".into(),
             fixed: String::new(),
@@ -195,12 +245,20 @@ mod tests {
             notes: Vec::new(),
             findings: Vec::new(),
             pairs: Vec::new(),
-        };
-        let pair = |a: &str, b: &str, label: &str| Comparison {
+        }
+    }
+
+    fn pair(a: &str, b: &str, label: &str) -> Comparison {
+        Comparison {
             a: a.into(),
             b: b.into(),
             label: label.into(),
-        };
+        }
+    }
+
+    #[test]
+    fn pairs_compare_peaks_like_with_like_as_table_1_does() {
+        let mut v = curve();
         apply(
             &mut v,
             &[
@@ -230,5 +288,64 @@ mod tests {
         );
         assert!(v.findings.iter().any(|f| f
             == "NT over Linux on 1 CPU: at their peaks nt-1cpu is 1.50× faster than linux-1cpu (150.0 against 100.0 mbits per s)."));
+    }
+
+    /// `benchlab compare` carries a run's pairs whose two configurations
+    /// are both its columns, under the columns' labels, and forms none
+    /// across runs.
+    #[test]
+    fn a_comparison_across_runs_carries_each_runs_own_pairs() {
+        let mut run1 = curve();
+        apply(
+            &mut run1,
+            &[
+                pair("nt-1cpu", "linux-1cpu", "NT over Linux on 1 CPU"),
+                pair("nt-4cpu", "linux-4cpu", "NT over Linux on 4 CPUs"),
+            ],
+        );
+        let col = |run, configuration, label, view| PairColumn {
+            run,
+            configuration,
+            label,
+            view,
+        };
+        // One run, two of its configurations: the pair between them.
+        let one = carried(&[
+            col(1, "nt-1cpu", "1:nt-1cpu", Some(&run1)),
+            col(1, "linux-1cpu", "1:linux-1cpu", Some(&run1)),
+        ]);
+        assert_eq!(
+            one,
+            [pair("1:nt-1cpu", "1:linux-1cpu", "NT over Linux on 1 CPU")]
+        );
+        // Run 3's nt-4cpu beside run 1's linux-4cpu is no pair (the study
+        // paired its own two); run 1's 1-CPU pair is carried and says
+        // which run it is from.
+        let run3 = run1.clone();
+        let several = carried(&[
+            col(1, "nt-1cpu", "1:nt-1cpu", Some(&run1)),
+            col(1, "linux-1cpu", "1:linux-1cpu", Some(&run1)),
+            col(1, "linux-4cpu", "1:linux-4cpu", Some(&run1)),
+            col(3, "nt-4cpu", "3:nt-4cpu", Some(&run3)),
+        ]);
+        assert_eq!(
+            several,
+            [pair(
+                "1:nt-1cpu",
+                "1:linux-1cpu",
+                "run 1: NT over Linux on 1 CPU"
+            )]
+        );
+        // Applied to the comparison's curve (lines named by the columns),
+        // the pair table has the pair at the columns' peaks.
+        let mut compared = curve();
+        for l in &mut compared.lines {
+            l.configuration = format!("1:{}", l.configuration);
+        }
+        apply(&mut compared, &several);
+        let rows = rows(&compared);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1][0], "run 1: NT over Linux on 1 CPU");
+        assert_eq!(rows[1][5], "1.50 times");
     }
 }

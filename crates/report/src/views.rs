@@ -728,8 +728,8 @@ pub fn compare_curve(base: &CurveView, columns: &[Column<CurveView>]) -> CurveVi
         lines,
         ratios: Vec::new(),
         findings: Vec::new(),
-        // The study's pairs name one run's configurations: across runs
-        // every column is compared with the baseline instead.
+        // The study's pairs name one run's configurations: the caller
+        // carries those whose both sides are columns (`pairs::carried`).
         pairs: Vec::new(),
         ..base.clone()
     };
