@@ -239,6 +239,13 @@ fn seed_003_latency_chart_and_seed_004_pairs_in_chromium() {
             "{line} vs latency_mean_ms {mean}"
         );
     }
+    // The band is each interval's spread, said so under the chart (its
+    // min–max stays in the table).
+    let html = std::fs::read_to_string(&html3).unwrap();
+    assert!(
+        html.contains("the shaded band: mean ± 1 standard deviation"),
+        "the band is not described"
+    );
     web.script(
         "document.querySelector('svg.chart.series').previousElementSibling.scrollIntoView();",
     );

@@ -113,8 +113,8 @@ pub enum ViewSpec {
     /// A time series each repetition records per interval (mq.latency's
     /// per-second mean latency, seed 003's Figures 6–7): one chart per
     /// configuration, one line per point, drawn from the repetition that
-    /// gives the point's quoted `metric`; a band between the intervals'
-    /// lowest and highest values where the workload records them. Text
+    /// gives the point's quoted `metric`; a band of each interval's spread
+    /// (or its lowest and highest values) where the workload records it. Text
     /// renderers show each line's summary.
     Series {
         /// The series of each interval's figure (`interval_mean_ns`).
@@ -125,6 +125,12 @@ pub enum ViewSpec {
         /// The series of each interval's highest value, for the band.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max: Option<String>,
+        /// The series of each interval's standard deviation: with it the
+        /// band drawn is the interval's mean ± one standard deviation,
+        /// within its min and max (see `benchlab_report::series`), and
+        /// min–max only sums a line up.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spread: Option<String>,
         /// The series counting each interval's observations: an interval
         /// without any is a gap, not a zero.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -776,8 +776,8 @@ pub fn stored_plan(store: &Store, reg: &Registry, run_id: i64) -> Result<Resolve
 mod tests {
     use super::*;
     use crate::unit::client_jobs;
-    use benchlab_core::ClientShare;
     use benchlab_core::fake::{FAKE, FAKE_CLIENTS};
+    use benchlab_core::ClientShare;
 
     fn registry() -> Registry {
         let mut r = Registry::new();

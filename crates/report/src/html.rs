@@ -1585,7 +1585,7 @@ fn axes(
 }
 
 /// A time-series view (seed 003's Figures 6 and 7): the line of each
-/// point's interval figures, its min–max band shaded behind it, the y
+/// point's interval figures, its band shaded behind it, the y
 /// axis around the data (not from zero, as the seed draws it), and the
 /// lines' summaries as a table.
 fn series_section(v: &crate::model::SeriesView, index: usize, o: &mut String) {
@@ -1595,8 +1595,19 @@ fn series_section(v: &crate::model::SeriesView, index: usize, o: &mut String) {
     text_table(&crate::series::summary_rows(v), o);
     let _ = writeln!(
         o,
-        "<p class=\"small\">Each point's repetition that gives its quoted figure (rep shown in the legend); the y axis does not start at zero; a gap is an interval without observations.</p>"
+        "<p class=\"small\">Each point's repetition that gives its quoted figure (rep shown in the legend); the shaded band: {}; the y axis does not start at zero; a gap is an interval without observations.</p>",
+        esc(if v.band.is_empty() { "each interval's min–max" } else { &v.band })
     );
+}
+
+/// The band drawn around a line: its spread band where the workload
+/// records one, else its min–max.
+fn band_of(l: &crate::model::SeriesLine) -> (&[Option<f64>], &[Option<f64>]) {
+    if l.low.is_empty() {
+        (&l.min, &l.max)
+    } else {
+        (&l.low, &l.high)
+    }
 }
 
 fn series_chart(v: &crate::model::SeriesView, id: &str, label: &str, o: &mut String) {
@@ -1609,7 +1620,10 @@ fn series_chart(v: &crate::model::SeriesView, id: &str, label: &str, o: &mut Str
         for x in &l.x {
             x1 = x1.max(*x);
         }
-        for y in l.mean.iter().chain(&l.min).chain(&l.max).flatten() {
+        // The axis spans the lines and the band drawn; with a spread band
+        // the extremes (in the table) do not set it.
+        let (blo, bhi) = band_of(l);
+        for y in l.mean.iter().chain(blo).chain(bhi).flatten() {
             lo = lo.min(*y);
             hi = hi.max(*y);
         }
@@ -1689,8 +1703,9 @@ fn series_chart(v: &crate::model::SeriesView, id: &str, label: &str, o: &mut Str
     };
     for (c, l) in v.lines.iter().enumerate() {
         let colour = COLOURS[c % COLOURS.len()];
-        if l.min.len() == l.mean.len() && l.max.len() == l.mean.len() {
-            let both: Vec<Option<f64>> = l.min.iter().zip(&l.max).map(|(a, b)| a.and(*b)).collect();
+        let (blo, bhi) = band_of(l);
+        if blo.len() == l.mean.len() && bhi.len() == l.mean.len() {
+            let both: Vec<Option<f64>> = blo.iter().zip(bhi).map(|(a, b)| a.and(*b)).collect();
             for run in runs(&both) {
                 let mut d = String::new();
                 for (k, i) in run.iter().enumerate() {
@@ -1699,7 +1714,7 @@ fn series_chart(v: &crate::model::SeriesView, id: &str, label: &str, o: &mut Str
                         "{}{:.1} {:.1}",
                         if k == 0 { "M" } else { "L" },
                         x(l.x[*i]),
-                        y(l.max[*i].unwrap_or_default())
+                        y(bhi[*i].unwrap_or_default())
                     );
                 }
                 for i in run.iter().rev() {
@@ -1707,7 +1722,7 @@ fn series_chart(v: &crate::model::SeriesView, id: &str, label: &str, o: &mut Str
                         d,
                         "L{:.1} {:.1}",
                         x(l.x[*i]),
-                        y(l.min[*i].unwrap_or_default())
+                        y(blo[*i].unwrap_or_default())
                     );
                 }
                 let _ = writeln!(

@@ -602,6 +602,10 @@ pub struct SeriesView {
     pub x_unit: String,
     /// One line per point, in the plan's order.
     pub lines: Vec<SeriesLine>,
+    /// What the band around each line is, in words (`mean ± 1 standard
+    /// deviation, within min–max`); empty: min–max, or none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub band: String,
 }
 
 /// One point's series in one repetition.
@@ -623,6 +627,13 @@ pub struct SeriesLine {
     /// Each interval's highest value, when recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub max: Vec<Option<f64>>,
+    /// The band drawn, its lower edge per interval, when it is not
+    /// min–max (see [`SeriesView::band`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub low: Vec<Option<f64>>,
+    /// The band's upper edge per interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub high: Vec<Option<f64>>,
     /// The summary the text renderers print.
     pub summary: SeriesSummary,
 }

@@ -207,7 +207,7 @@ impl Plan {
 }
 
 /// One interval: count, min, max, sum (ns).
-pub type Interval = (u64, u64, u64, u64);
+pub type Interval = (u64, u64, u64, u64, u128);
 
 /// What a run measured.
 pub struct Outcome {
@@ -307,7 +307,7 @@ pub fn run(plan: &Plan, login: &Login, abort: &AtomicBool) -> Result<Outcome, St
         };
         let mut sent = LatencyRecorder::new(2);
         let mut intended = LatencyRecorder::new(2);
-        let mut intervals = vec![(0u64, u64::MAX, 0u64, 0u64); n_intervals];
+        let mut intervals = vec![(0u64, u64::MAX, 0u64, 0u64, 0u128); n_intervals];
         let mut received = 0u64;
         let mut out_of_order = 0u64;
         let mut rx_err = None;
@@ -354,6 +354,7 @@ pub fn run(plan: &Plan, login: &Login, abort: &AtomicBool) -> Result<Outcome, St
             iv.1 = iv.1.min(lat);
             iv.2 = iv.2.max(lat);
             iv.3 += lat;
+            iv.4 += u128::from(lat) * u128::from(lat);
         }
         cost.end("mq.latency receiver", received);
         let sender = sender.join().expect("sender thread");
@@ -497,8 +498,9 @@ impl Workload for MqLatency {
                 series: "interval_mean_ns".into(),
                 min: Some("interval_min_ns".into()),
                 max: Some("interval_max_ns".into()),
+                spread: Some("interval_stddev_ns".into()),
                 count: Some("interval_count".into()),
-                title: "One-way latency per interval: mean, with the interval's min–max band"
+                title: "One-way latency per interval: mean ± 1 standard deviation of its messages"
                     .into(),
                 unit: "ms".into(),
                 scale: 1e-6,
@@ -576,6 +578,10 @@ fn side_result(plan: &Plan, out: &Outcome, cpu: benchlab_core::CpuUsage) -> Side
     );
     s.series.insert("interval_max_ns".into(), series(&|i| i.2));
     s.series.insert(
+        "interval_stddev_ns".into(),
+        series(&|i| interval_stddev_ns(i).round() as u64),
+    );
+    s.series.insert(
         "interval_mean_ns".into(),
         series(&|i| i.3.checked_div(i.0).unwrap_or(0)),
     );
@@ -590,6 +596,16 @@ fn side_result(plan: &Plan, out: &Outcome, cpu: benchlab_core::CpuUsage) -> Side
     s.cpu = Some(cpu);
     s.peak_rss_kib = benchlab_core::cpu::peak_rss_kib();
     s
+}
+
+/// The sample standard deviation (n − 1) of an interval's latencies, in
+/// ns, exact from its integer sums (0 with fewer than two).
+fn interval_stddev_ns(i: &Interval) -> f64 {
+    let (n, sum, sum_sq) = (u128::from(i.0), u128::from(i.3), i.4);
+    if n < 2 {
+        return 0.0;
+    }
+    ((n * sum_sq - sum * sum) as f64 / (n * (n - 1)) as f64).sqrt()
 }
 
 /// The figures, from the client side's raw result.
@@ -728,6 +744,36 @@ mod tests {
     fn ack_defaults_to_half_the_window() {
         let p = Plan::read(&params(&[])).unwrap();
         assert_eq!((p.prefetch, p.ack), (100, 50));
+    }
+
+    /// An interval's standard deviation is exact from its sums, and one
+    /// slow message among many moves it far less than the interval's max.
+    #[test]
+    fn interval_stddev_from_sums() {
+        let mut iv: Interval = (0, u64::MAX, 0, 0, 0);
+        let mut add = |lat: u64| {
+            iv.0 += 1;
+            iv.2 = iv.2.max(lat);
+            iv.3 += lat;
+            iv.4 += u128::from(lat) * u128::from(lat);
+        };
+        for lat in [100_000u64, 200_000, 300_000] {
+            add(lat);
+        }
+        assert!((interval_stddev_ns(&iv) - 100_000.0).abs() < 1e-6);
+        // 99 messages at 0.2 ms and one at 30 ms: the max is 30 ms, the
+        // standard deviation ≈ 2.98 ms.
+        let mut iv: Interval = (0, u64::MAX, 0, 0, 0);
+        for i in 0..100u64 {
+            let lat = if i == 50 { 30_000_000 } else { 200_000 };
+            iv.0 += 1;
+            iv.2 = iv.2.max(lat);
+            iv.3 += lat;
+            iv.4 += u128::from(lat) * u128::from(lat);
+        }
+        let sd = interval_stddev_ns(&iv);
+        assert!((sd - 2_980_000.0).abs() < 10_000.0, "{sd}");
+        assert_eq!(interval_stddev_ns(&(1, 5, 5, 5, 25)), 0.0);
     }
 
     #[test]
