@@ -334,6 +334,60 @@ fn seed_003_latency_chart_and_seed_004_pairs_in_chromium() {
         assert!((times - peak(a) / peak(b)).abs() < 1e-9, "{p}");
     }
 
+    // Seed 004's documented commands: the seed's ratios imported as run 2
+    // stand beside the run's pairs of the same label; the rows without a
+    // pair here (no NT server, no Phase 2 software) have no measured
+    // figure.
+    s4.run_ok(&[
+        "import",
+        repo()
+            .join("studies/published/seed-004-peaks.csv")
+            .to_str()
+            .unwrap(),
+    ]);
+    let docs = std::fs::read_to_string(repo().join("docs/study-files.md")).unwrap();
+    let cmd = "benchlab compare 2:\"Phase 3\" 1:nginx-1cpu";
+    assert!(
+        docs.contains(cmd),
+        "docs/study-files.md no longer shows `{cmd}`"
+    );
+    println!("{}", s4.run_ok(&["compare", "2:Phase 3", "1:nginx-1cpu"]));
+    let j: Value = serde_json::from_str(&s4.run_ok(&[
+        "compare",
+        "2:Phase 3",
+        "1:nginx-1cpu",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let mut beside = 0;
+    for t in j["tables"].as_array().unwrap() {
+        let metric = t["metric"].as_str().unwrap();
+        if t["workload"] != "webbench" || !metric.starts_with("peak_") {
+            continue;
+        }
+        for r in t["rows"].as_array().unwrap() {
+            let label = r["label"].as_str().unwrap();
+            let measured = &r["cells"][1];
+            match pairs.iter().find(|p| p["label"] == label) {
+                Some(p) => {
+                    let want = if metric == "peak_ratio" {
+                        p["times"].as_f64()
+                    } else {
+                        p["advantage_pct"].as_f64()
+                    };
+                    assert_eq!(measured["value"].as_f64(), want, "{metric} {label}: {r}");
+                    beside += 1;
+                }
+                None => assert!(measured.is_null(), "{metric} {label}: {r}"),
+            }
+        }
+    }
+    assert_eq!(
+        beside, 4,
+        "each of the web study's pairs beside the seed's figure"
+    );
+
     // Kept for a human look after the test.
     let keep = Path::new(env!("CARGO_TARGET_TMPDIR"));
     for (shot, html) in [(&shot3, &html3), (&shot4, &html4)] {

@@ -98,6 +98,8 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                             .find(|t| key(t) == key(bt))
                             .and_then(|t| t.rows.iter().find(|r| r.label == br.label))
                             .and_then(|r| r.cells.get(s.config).cloned().flatten())
+                            // A published pair's ratio: the run's pair.
+                            .or_else(|| crate::pairs::cell(s.report, bt, &br.label))
                             .map(|mut c| {
                                 if !one_run {
                                     c.blocks.clear();

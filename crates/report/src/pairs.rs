@@ -4,7 +4,7 @@
 //! own line's peak.
 
 use crate::format::group_thousands;
-use crate::model::{CurveView, PairRow, PeakAt};
+use crate::model::{Cell, CurveView, PairRow, PeakAt, RunReport, Table, View};
 use crate::views;
 use benchlab_core::study::Comparison;
 use benchlab_core::Better;
@@ -124,6 +124,44 @@ pub fn carried(columns: &[PairColumn<'_>]) -> Vec<Comparison> {
         }
     }
     out
+}
+
+/// The metric under which published figures quote a pair's ratio of
+/// peaks ("N times", `studies/published/seed-004-peaks.csv`).
+pub const RATIO_METRIC: &str = "peak_ratio";
+/// The metric under which they quote A's % advantage at the peaks.
+pub const ADVANTAGE_METRIC: &str = "peak_advantage_pct";
+
+/// A run's figure for row `label` of a published table of pairs (metric
+/// [`RATIO_METRIC`] or [`ADVANTAGE_METRIC`]), so that `benchlab compare`
+/// puts the seed's ratio beside the run's: the pair of that label on the
+/// run's curve of the table's workload, kind and fixed values. The pair
+/// is the run's whichever of its configurations the column names (a pair
+/// spans two). None for any other table.
+pub fn cell(report: &RunReport, t: &Table, label: &str) -> Option<Cell> {
+    let ratio = match t.metric.as_str() {
+        RATIO_METRIC => true,
+        ADVANTAGE_METRIC => false,
+        _ => return None,
+    };
+    let value = report.views.iter().find_map(|v| match v {
+        View::Curve(c) if c.workload == t.workload && c.kind == t.kind && c.fixed == t.fixed => {
+            let p = c.pairs.iter().find(|p| p.label == label)?;
+            if ratio {
+                p.times
+            } else {
+                p.advantage_pct
+            }
+        }
+        _ => None,
+    })?;
+    Some(Cell {
+        value,
+        ci: None,
+        values: vec![value],
+        failed: 0,
+        blocks: Vec::new(),
+    })
 }
 
 /// The pair table: a header and one row per pair.
