@@ -1119,3 +1119,97 @@ fn seed_004_derived_values_recompute() {
         2.7
     );
 }
+
+/// The shell words of `line` (double quotes group, no escapes).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut cur, mut quoted, mut any) = (String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                }
+                any = false;
+            }
+            _ => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(cur);
+    }
+    out
+}
+
+/// Each seed study's header shows the commands that put a quick run
+/// beside the seed's figures (run, import, compare), the same compare as
+/// docs/study-files.md; every column it names exists: `2:NAME` among the
+/// imported file's configurations, `1:NAME` among the study's.
+/// (tests/seeds_html.rs runs seeds 003's and 004's commands end to end.)
+#[test]
+fn each_seed_studys_documented_commands_name_real_columns() {
+    let docs = std::fs::read_to_string(repo().join("docs/study-files.md")).unwrap();
+    let reg = benchlab_cli::registry();
+    for name in [
+        "seed-000-network.toml",
+        "seed-001-iozone.toml",
+        "seed-002-realtime.toml",
+        "seed-004-web.toml",
+        "seed-004-fileserver.toml",
+    ] {
+        let (text, path) = study(name);
+        let header: Vec<&str> = text
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .filter_map(|l| l.strip_prefix("#   benchlab "))
+            .collect();
+        let find = |verb: &str| {
+            header
+                .iter()
+                .find(|l| l.starts_with(verb))
+                .unwrap_or_else(|| panic!("{name}'s header shows no `benchlab {verb}`"))
+                .split("   #")
+                .next()
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        let run = find("run ");
+        assert!(run.contains(&format!("studies/{name}")), "{name}: {run}");
+        let import = words(&find("import "));
+        let csv = import[1]
+            .strip_prefix("studies/published/")
+            .unwrap_or_else(|| panic!("{name}: {import:?}"));
+        let published: Vec<String> = figures(&published(csv))
+            .into_iter()
+            .map(|g| g.configuration)
+            .collect();
+        let compare = find("compare ");
+        assert!(
+            docs.contains(&format!("benchlab {compare} ")),
+            "docs/study-files.md does not show {name}'s `benchlab {compare}`"
+        );
+        let s = Study::parse(&path, &text, &reg).unwrap();
+        for w in &words(&compare)[1..] {
+            let (run, config) = w.split_once(':').unwrap();
+            match run {
+                "2" => assert!(
+                    published.iter().any(|c| c == config),
+                    "{name}: {csv} has no column `{config}`"
+                ),
+                "1" => assert!(
+                    s.configurations.iter().any(|c| c.name == config),
+                    "{name}: no configuration `{config}`"
+                ),
+                other => panic!("{name}: run {other} in `{compare}`"),
+            }
+        }
+    }
+}
