@@ -631,3 +631,131 @@ fn a_managed_nginx_in_a_guest_serves_web_load() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Every file under `dir` (recursively) whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_containing(&p, needle));
+        } else if std::fs::read(&p)
+            .unwrap_or_default()
+            .windows(needle.len())
+            .any(|w| w == needle)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A managed RabbitMQ started inside a guest (Debian's broker from this
+/// host's root) serves `mq.throughput` from a namespace host. The broker's
+/// password is a secret from the controller's environment, which the
+/// guest's agent (started by the guest's init) cannot read: the
+/// controller hands it over the guest's control channel. The point's
+/// figures are checked against the broker's own counters (read by
+/// rabbitmqctl inside the guest just before the stop, recorded in the
+/// stop event), and the password appears in no file of the run and in
+/// none of its output.
+#[test]
+fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret() {
+    const VAR: &str = "BENCHLAB_TEST_GUEST_MQ_PW";
+    const PW: &str = "guest-mq-Pw-7f3c19e2";
+    let _serial = serial();
+    require_guests!();
+    if !Path::new("/usr/lib/rabbitmq/bin/rabbitmq-server").exists() {
+        return benchlab_testkit::missing(
+            "RabbitMQ (Debian package rabbitmq-server; scripts/setup.sh installs it)",
+        );
+    }
+    let s = Scratch::new();
+    let bed = Bed::up(&s, &bed_name('q'), "10.234.7.0/24");
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // 1 publisher and 1 subscriber on 1 queue, 3000 messages: the broker
+    // must count 3000 received and 3000 delivered.
+    let study = s.study(
+        "mq.toml",
+        &guest_study(
+            &bed,
+            "10.234.7",
+            "",
+            &format!(
+                "[[service]]\nname = \"mq\"\nkind = \"rabbitmq\"\nhost = \"vm\"\nprobe = \"amqp\"\nready_timeout_s = 400\n\
+                 secrets = {{ password = {{ env = \"{VAR}\" }} }}\n\
+                 [[workload]]\nkind = \"mq.throughput\"\nservice = \"mq\"\nsize = 64\nqueues = 1\ncount = 3000\ntimeout_s = 120\npassword_env = \"{VAR}\"\n"
+            ),
+        )
+        // The broker's VM wants more than a pingpong guest.
+        .replace("memory = 512", "memory = 1024"),
+    );
+    let out = s
+        .benchlab()
+        .env("TMPDIR", &tmp)
+        .env(VAR, PW)
+        .env_remove("BENCHLAB_MQ_PASSWORD")
+        .args(["run", study.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "run failed: {stdout}\n{stderr}");
+    assert!(!stdout.contains(PW) && !stderr.contains(PW));
+    let j = s.json("1");
+    let p = &j["points"][0]["metrics"];
+    let transfers = p["transfers"][0]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no transfers: {p}"));
+    assert_eq!(transfers, 6000.0, "3000 published + 3000 delivered: {p}");
+    assert!(p["transfers_per_s"][0].as_f64().unwrap_or(0.0) > 0.0, "{p}");
+    // The broker's own count, read inside the guest before its stop.
+    let stop = j["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .find(|m| m.starts_with("mq stopped"))
+        .unwrap_or_else(|| panic!("no stop event: {}", j["events"]))
+        .to_string();
+    let counter = |name: &str| -> u64 {
+        let i = stop
+            .find(&format!("{name} "))
+            .unwrap_or_else(|| panic!("no {name} in `{stop}`"));
+        stop[i + name.len() + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(counter("messages_received_total"), 3000, "{stop}");
+    assert_eq!(counter("messages_delivered_total"), 3000, "{stop}");
+    eprintln!("broker in a guest: {stop}");
+    let vm = j["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "vm")
+        .expect("the guest's inventory");
+    assert!(vm["roles"].as_str().unwrap().contains("service"), "{vm}");
+    // The secret is nowhere: not in the store (nor its journal files),
+    // the state directory, the scratch, the report.
+    let md = s.path("r.md");
+    s.run_ok(&["report", "1", "--md", md.to_str().unwrap()]);
+    let found = files_containing(s.dir.path(), PW.as_bytes());
+    assert!(found.is_empty(), "the password is in {found:?}");
+    assert!(qemus_under(&tmp).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

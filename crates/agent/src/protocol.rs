@@ -95,6 +95,15 @@ pub enum Request {
         /// directory of the agent's host).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scratch_base: Option<String>,
+        /// The values of the secrets the service names, for a host that
+        /// cannot resolve their sources itself (a guest); empty for every
+        /// other host. Held in memory for this start only; never shown
+        /// (`Debug` masks them).
+        #[serde(
+            default,
+            skip_serializing_if = "benchlab_service::SecretValues::is_empty"
+        )]
+        secrets: benchlab_service::SecretValues,
     },
     /// Every check a `ServiceStart` would make, on this host, without
     /// starting anything (a run's preflight).
@@ -104,6 +113,12 @@ pub enum Request {
         /// As `ServiceStart`'s.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scratch_base: Option<String>,
+        /// As `ServiceStart`'s.
+        #[serde(
+            default,
+            skip_serializing_if = "benchlab_service::SecretValues::is_empty"
+        )]
+        secrets: benchlab_service::SecretValues,
     },
     /// A snapshot of what a running service's processes use.
     ServiceUsage {

@@ -57,14 +57,19 @@ fn services() -> std::sync::MutexGuard<'static, Vec<Service>> {
 pub(crate) fn handle(req: Request) -> Response {
     let _busy = busy();
     match req {
-        Request::ServiceStart { plan, scratch_base } => {
+        Request::ServiceStart {
+            plan,
+            scratch_base,
+            secrets,
+        } => {
             let name = plan.spec.name.clone();
             if services().iter().any(|s| s.name() == name) {
                 return error(format!(
                     "service `{name}` already runs on this agent: stop it first"
                 ));
             }
-            let opts = StartOptions::new(scratch_base.map(PathBuf::from));
+            let mut opts = StartOptions::new(scratch_base.map(PathBuf::from));
+            opts.secrets = secrets;
             // Not under the lock: a start waits for its probe, and the
             // watchdog must be able to stop the others meanwhile.
             match Service::start(&plan, &opts) {
@@ -80,8 +85,13 @@ pub(crate) fn handle(req: Request) -> Response {
                 Err(e) => error(e.to_string()),
             }
         }
-        Request::ServiceCheck { plan, scratch_base } => {
-            let opts = StartOptions::new(scratch_base.map(PathBuf::from));
+        Request::ServiceCheck {
+            plan,
+            scratch_base,
+            secrets,
+        } => {
+            let mut opts = StartOptions::new(scratch_base.map(PathBuf::from));
+            opts.secrets = secrets;
             match Service::check(&plan, &opts) {
                 Ok(()) => Response::ServiceChecked,
                 Err(e) => error(e.to_string()),
@@ -203,6 +213,7 @@ impl AgentHandle {
         let req = Request::ServiceStart {
             plan: plan.clone(),
             scratch_base: scratch_base.map(str::to_string),
+            secrets: Default::default(),
         };
         match self.service_call(&req, limit, interrupt)? {
             Response::ServiceStarted {
@@ -252,7 +263,11 @@ impl AgentHandle {
         interrupt: &AtomicBool,
     ) -> Result<StopReport, ServiceCallError> {
         let req = Request::ServiceStop { name: name.into() };
-        match self.service_call(&req, stop_timeout + MARGIN, interrupt)? {
+        match self.service_call(
+            &req,
+            stop_timeout + benchlab_service::run::OWN_COUNTERS_TIMEOUT + MARGIN,
+            interrupt,
+        )? {
             Response::ServiceStopped { report } => Ok(report),
             r => Err(self.unexpected("service_stop", r)),
         }

@@ -157,6 +157,7 @@ fn an_agent_whose_controller_vanishes_stops_its_service() {
         &Request::ServiceStart {
             plan: plan(),
             scratch_base: Some(base.path().display().to_string()),
+            secrets: Default::default(),
         },
     )
     .unwrap();

@@ -86,6 +86,27 @@ pub(crate) fn plan_of(
     Ok(spec.plan(&base)?)
 }
 
+/// The secret values a service's host is handed with its plan: a guest's
+/// agent is started by the guest's init and inherits none of this
+/// process's environment (the user's variables, the run's generated
+/// passwords), so the controller resolves the secrets the service names
+/// — those only — and sends them over the guest's control channel, where
+/// the agent holds them in memory for the start. Every other host
+/// resolves its secrets itself, as before (an empty map is not sent).
+pub(crate) fn secrets_for(
+    plan: &ServicePlan,
+    host: &str,
+    pool: &Pool,
+) -> anyhow::Result<benchlab_service::SecretValues> {
+    if !matches!(
+        pool.host(host).transport,
+        benchlab_core::study::Transport::Guest(_)
+    ) {
+        return Ok(Default::default());
+    }
+    Ok(benchlab_service::secrets::resolve(&plan.spec)?)
+}
+
 /// Checks every managed service of every configuration before anything
 /// runs: on the controller (the template and its variables) and on the
 /// service's host through its agent (the program installed, the CPUs
@@ -104,6 +125,7 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
             // and its key, not where they were written.
             let within = || format!("{}: configuration `{}`", study.file, c.name);
             let plan = plan_of(decl, study, pool).with_context(within)?;
+            let secrets = secrets_for(&plan, &decl.host, pool).with_context(within)?;
             // A lost agent here is a preflight failure like one lost while
             // the inventory is read: nothing is stored yet, and the error
             // says so (the fault suite killed one 73 ms into a run).
@@ -121,6 +143,7 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
                 &Request::ServiceCheck {
                     plan,
                     scratch_base: None,
+                    secrets,
                 },
                 QUICK,
                 &NEVER,
@@ -263,9 +286,11 @@ impl Services {
         let plan = plan_of(decl, ctx.study, &ctx.pool).map_err(|e| format!("{e:#}"))?;
         let restart_per_point = plan.spec.restart == benchlab_service::Restart::Point;
         let limit = Duration::from_secs_f64(plan.spec.ready_timeout_s.max(0.0)) + SLACK;
+        let secrets = secrets_for(&plan, &decl.host, &ctx.pool).map_err(|e| format!("{e:#}"))?;
         let req = Request::ServiceStart {
             plan: plan.clone(),
             scratch_base: None,
+            secrets,
         };
         let agent = ctx
             .pool
@@ -364,15 +389,32 @@ impl Services {
             &Request::ServiceStop {
                 name: name.to_string(),
             },
-            Duration::from_secs_f64(r.stop_timeout_s.max(0.0)) + SLACK,
+            Duration::from_secs_f64(r.stop_timeout_s.max(0.0))
+                + benchlab_service::run::OWN_COUNTERS_TIMEOUT
+                + SLACK,
             // A stop is never cut short: a server left running is worse
             // than a slower Ctrl-C.
             &NEVER,
         ) {
             Ok(Response::ServiceStopped { report }) => format!(
-                "{name} stopped ({why}): {}{}",
+                "{name} stopped ({why}): {}{}{}",
                 report.exit,
-                if report.forced { ", after SIGKILL" } else { "" }
+                if report.forced { ", after SIGKILL" } else { "" },
+                // The server's own count of what the run's load did to it:
+                // a check a reader can make against the points' figures.
+                if report.own_counters.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; its own counters before the stop: {}",
+                        report
+                            .own_counters
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
             ),
             Ok(other) => return left(ctx, &format!("{name}: stop answered {other:?}")),
             Err(e) => return left(ctx, &format!("{name}: stop failed: {e}")),

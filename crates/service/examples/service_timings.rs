@@ -22,6 +22,7 @@ fn main() {
     let opts = StartOptions {
         scratch_base: base,
         journal_dir: journal.clone(),
+        secrets: Default::default(),
     };
     for kind in ["nginx", "apache2"] {
         let spec: ServiceSpec =

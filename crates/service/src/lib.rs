@@ -33,11 +33,13 @@ pub mod probe;
 pub mod procfs;
 pub mod run;
 pub mod samba;
+pub mod secrets;
 pub mod spec;
 pub mod template;
 
 pub use procfs::{ServiceUsage, UsageDelta};
 pub use run::{Liveness, Service, ServiceDescription, StartOptions, StopReport};
+pub use secrets::SecretValues;
 pub use spec::{Probe, Restart, SecretSource, ServiceKind, ServicePlan, ServiceSpec, Template};
 
 /// The file benchlab puts in every directory it creates for a service:

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::run::StartOptions;
-use crate::spec::{SecretSource, ServiceKind, ServicePlan, ServiceSpec};
+use crate::spec::{ServiceKind, ServicePlan, ServiceSpec};
 use crate::{template, ServiceError, MARKER, MASK};
 
 /// A start, checked and worked out, before anything is made.
@@ -55,7 +55,7 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
     // The plan may come over the wire: check it again here.
     spec.validate()?;
     plan.check_variables()?;
-    let secrets = resolve_secrets(spec)?;
+    let secrets = crate::secrets::resolve_with(spec, &opts.secrets)?;
     let program = match spec.kind.program() {
         Some((p, _)) => p.to_string(),
         None => spec.argv[0].clone(),
@@ -499,38 +499,6 @@ fn render_argv(
             })
         })
         .collect()
-}
-
-fn resolve_secrets(spec: &ServiceSpec) -> Result<BTreeMap<String, String>, ServiceError> {
-    let mut out = BTreeMap::new();
-    for (name, src) in &spec.secrets {
-        let err = |message: String| ServiceError::Spec {
-            service: spec.name.clone(),
-            key: format!("secrets.{name}"),
-            message,
-        };
-        let value = match src {
-            SecretSource::Env(var) => std::env::var(var).map_err(|_| {
-                err(format!(
-                    "environment variable {var} is not set on host `{}`",
-                    spec.host
-                ))
-            })?,
-            SecretSource::File(p) => {
-                let t = fs::read_to_string(p)
-                    .map_err(|e| err(format!("cannot read {}: {e}", p.display())))?;
-                t.strip_suffix('\n')
-                    .map(|s| s.strip_suffix('\r').unwrap_or(s))
-                    .unwrap_or(&t)
-                    .to_string()
-            }
-        };
-        if value.is_empty() {
-            return Err(err("is empty".into()));
-        }
-        out.insert(name.clone(), value);
-    }
-    Ok(out)
 }
 
 fn is_executable(p: &Path) -> bool {

@@ -1,6 +1,7 @@
 //! A running service: start (checks, journal, gate, probe), observation,
 //! liveness, stop.
 
+use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -31,6 +32,10 @@ pub struct StartOptions {
     pub scratch_base: PathBuf,
     /// The restore journal's directory.
     pub journal_dir: PathBuf,
+    /// Secret values the controller handed over (a guest's agent, which
+    /// cannot read the controller's environment); empty: each secret is
+    /// resolved from its source on this host.
+    pub secrets: crate::SecretValues,
 }
 
 impl StartOptions {
@@ -40,6 +45,7 @@ impl StartOptions {
         StartOptions {
             scratch_base: scratch_base.unwrap_or_else(std::env::temp_dir),
             journal_dir: benchlab_env::journal::journal_dir(),
+            secrets: crate::SecretValues::default(),
         }
     }
 }
@@ -131,6 +137,85 @@ pub struct StopReport {
     pub forced: bool,
     /// Its use just before the stop.
     pub usage: ServiceUsage,
+    /// The server's own counters just before the stop, where its kind
+    /// keeps some benchlab reads (RabbitMQ: `rabbit_global_counters`,
+    /// summed over queue types: `messages_received_total`,
+    /// `messages_confirmed_total`, `messages_delivered_total`,
+    /// `messages_acknowledged_total`). A check of the load's figures by
+    /// the other side, wherever the server runs (in a guest, nothing of
+    /// its files is reachable from the controller after the stop).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub own_counters: BTreeMap<String, u64>,
+}
+
+/// How long reading a server's own counters before its stop may take
+/// (rabbitmqctl starts an Erlang VM: about 1 s on this machine's CPUs,
+/// tens of seconds in an emulated guest).
+pub const OWN_COUNTERS_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The counters of RabbitMQ's `rabbit_global_counters:overview()` that
+/// a stop report carries.
+const RABBITMQ_COUNTERS: [&str; 4] = [
+    "messages_received_total",
+    "messages_confirmed_total",
+    "messages_delivered_total",
+    "messages_acknowledged_total",
+];
+
+/// Sums each of `keys` over every `key => N` in an Erlang map's printed
+/// form (the overview has one map per protocol and queue type).
+fn sum_erlang_counters(text: &str, keys: &[&str]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let pat = format!("{key} => ");
+        let mut total = 0u64;
+        let mut found = false;
+        let mut rest = text;
+        while let Some(i) = rest.find(&pat) {
+            rest = &rest[i + pat.len()..];
+            let n: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if let Ok(n) = n.parse::<u64>() {
+                total += n;
+                found = true;
+            }
+        }
+        if found {
+            out.insert(key.to_string(), total);
+        }
+    }
+    out
+}
+
+/// Runs `cmd` to its end, or kills it after `limit`; its standard output
+/// if it succeeded.
+fn output_within(mut cmd: std::process::Command, limit: Duration) -> Option<String> {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let text = reader.join().ok()?;
+    status.filter(|s| s.success()).map(|_| text)
 }
 
 /// A started service. Dropping it stops it.
@@ -702,6 +787,24 @@ impl Service {
         procfs::group_usage(self.pid)
     }
 
+    /// The server's own counters, where its kind keeps some benchlab
+    /// reads (see [`StopReport::own_counters`]); empty when it keeps none
+    /// or they cannot be read within [`OWN_COUNTERS_TIMEOUT`].
+    pub fn own_counters(&self) -> BTreeMap<String, u64> {
+        match self.desc.kind {
+            ServiceKind::Rabbitmq => {
+                // The wrapper the start script wrote: the broker's own
+                // environment (node name, cookie's home, epmd port).
+                let mut cmd = std::process::Command::new(self.scratch.join("rabbitmqctl"));
+                cmd.args(["-q", "eval", "rabbit_global_counters:overview()."]);
+                output_within(cmd, OWN_COUNTERS_TIMEOUT)
+                    .map(|t| sum_erlang_counters(&t, &RABBITMQ_COUNTERS))
+                    .unwrap_or_default()
+            }
+            _ => BTreeMap::new(),
+        }
+    }
+
     /// Whether it still runs, or how it died (exit code or signal).
     pub fn check_alive(&mut self) -> Liveness {
         reap(self.pid, &mut self.exit);
@@ -725,6 +828,11 @@ impl Service {
         let usage = self.usage();
         reap(self.pid, &mut self.exit);
         let died_before = self.exit.is_some();
+        let own_counters = if died_before {
+            BTreeMap::new()
+        } else {
+            self.own_counters()
+        };
         let forced = terminate(self.pid, &mut self.exit, self.stop_grace);
         benchlab_env::sys::kill_escaped(&self.scratch);
         let mut problems = Vec::new();
@@ -767,6 +875,7 @@ impl Service {
             died_before,
             forced,
             usage,
+            own_counters,
         })
     }
 }
@@ -794,6 +903,17 @@ impl Drop for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rabbitmq_counters_are_summed_over_queue_types() {
+        let text = "#{protocol => amqp091, queue_type => rabbit_classic_queue} => #{messages_delivered_total => 7, messages_acknowledged_total => 5},\n                    #{protocol => amqp091, queue_type => rabbit_quorum_queue} => #{messages_delivered_total => 3, messages_acknowledged_total => 0},\n                    #{protocol => amqp091} => #{messages_received_total => 10, messages_confirmed_total => 10}";
+        let c = sum_erlang_counters(text, &RABBITMQ_COUNTERS);
+        assert_eq!(c["messages_received_total"], 10);
+        assert_eq!(c["messages_confirmed_total"], 10);
+        assert_eq!(c["messages_delivered_total"], 10);
+        assert_eq!(c["messages_acknowledged_total"], 5);
+        assert!(sum_erlang_counters("ok", &RABBITMQ_COUNTERS).is_empty());
+    }
 
     #[test]
     fn exit_reasons() {

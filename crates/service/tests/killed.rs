@@ -30,6 +30,7 @@ fn starter_helper() {
     let opts = StartOptions {
         scratch_base: base.into(),
         journal_dir: journal_dir.into(),
+        secrets: Default::default(),
     };
     eprintln!("benchlab-service: starting");
     let _svc = Service::start(&plan("name='web'\nkind='nginx'"), &opts).unwrap();

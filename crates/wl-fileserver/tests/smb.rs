@@ -49,6 +49,7 @@ fn smbd(dir: &Path) -> Service {
     let opts = StartOptions {
         scratch_base: dir.to_path_buf(),
         journal_dir: dir.join("journal"),
+        secrets: Default::default(),
     };
     std::fs::create_dir_all(&opts.journal_dir).unwrap();
     Service::start(&plan, &opts).unwrap()

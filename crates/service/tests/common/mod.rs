@@ -32,6 +32,7 @@ impl Dirs {
         StartOptions {
             scratch_base: self.base.path().to_path_buf(),
             journal_dir: self.journal.path().to_path_buf(),
+            secrets: Default::default(),
         }
     }
 
