@@ -5,7 +5,7 @@
 //! compile error rather than a silent NaN, and each carries how several
 //! targets' figures combine.
 
-use crate::shape::Combine;
+use crate::combine::Combine;
 
 /// One engine-provided figure: its stored name and how the figures of
 /// several targets combine into one.

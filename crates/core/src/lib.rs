@@ -7,6 +7,7 @@
 //! accounting, and prints nothing: measuring produces data, rendering is
 //! somebody else's job.
 
+pub mod combine;
 pub mod cost;
 pub mod cpu;
 pub mod engine_metric;
@@ -26,15 +27,15 @@ pub mod study;
 pub mod units;
 pub mod workload;
 
+pub use combine::Combine;
 pub use param::{ParamKind, ParamSpec, Params, Value};
 pub use result::{CpuUsage, Sample, SideResult};
 pub use shape::{
-    ClientShare, Combine, Gate, MatrixSummary, OpenGate, ServerSide, ServiceInfo, ViewSpec,
-    CLIENTS, CLIENTS_PARAM,
+    ClientShare, MatrixSummary, ServerSide, ServiceInfo, ViewSpec, CLIENTS, CLIENTS_PARAM,
 };
 pub use workload::{
-    Better, ClientCtx, MetricSpec, Registry, ServerCtx, ValidationError, Workload, WorkloadError,
-    ABORT_POLL,
+    Better, ClientCtx, Gate, MetricSpec, OpenGate, Registry, ServerCtx, ValidationError, Workload,
+    WorkloadError, ABORT_POLL,
 };
 
 /// The version of benchlab, recorded with every run.

@@ -11,10 +11,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::combine::Combine;
 use crate::param::{ParamDefault, ParamKind, ParamSpec};
 use crate::recorder::HistogramData;
 use crate::result::SideResult;
-use crate::workload::WorkloadError;
 
 /// What serves a workload's clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,43 +29,6 @@ pub enum ServerSide {
     Service,
     /// No server at all (`fs.matrix`).
     None,
-}
-
-/// How a metric combines across the client hosts of a point and across
-/// the targets driven at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Combine {
-    /// Throughputs and counts: the whole is the sum of its parts.
-    Sum,
-    /// Latencies, percentages, sizes: the plain mean of the parts.
-    Mean,
-    /// The largest part (a maximum latency, the longest interval).
-    Max,
-    /// The smallest part (a minimum latency).
-    Min,
-    /// Not a function of the parts' figures (percentiles): the raw results
-    /// are merged (counters added, HDR histograms merged) and the workload
-    /// derives the metric again from the merge.
-    Merged,
-}
-
-impl Combine {
-    /// Combines figures of the parts; `None` for [`Combine::Merged`] (the
-    /// caller recomputes it) and for no parts.
-    pub fn apply(self, parts: &[f64]) -> Option<f64> {
-        if parts.is_empty() {
-            return None;
-        }
-        let sum: f64 = parts.iter().sum();
-        match self {
-            Combine::Sum => Some(sum),
-            Combine::Mean => Some(sum / parts.len() as f64),
-            Combine::Max => parts.iter().copied().reduce(f64::max),
-            Combine::Min => parts.iter().copied().reduce(f64::min),
-            Combine::Merged => None,
-        }
-    }
 }
 
 /// The figure a matrix view summarises each table with.
@@ -163,26 +126,6 @@ pub const CLIENTS_PARAM: ParamSpec = ParamSpec {
     default: ParamDefault::Int(1),
     help: "simultaneous clients, spread evenly over the client hosts (a sweep such as [1, 2, 4] or \"1..64\" gives a scaling curve)",
 };
-
-/// The barrier of a point with several clients: every client connects,
-/// then calls [`Gate::arrive`], which returns at the one common start
-/// instant, once every client on every client host has arrived.
-pub trait Gate: Send + Sync {
-    /// Blocks until all clients of the point have arrived. An error means
-    /// the point was abandoned (another host failed, or an abort): the
-    /// caller closes its connections and returns the error.
-    fn arrive(&self) -> Result<(), WorkloadError>;
-}
-
-/// A gate that opens at once: one host, nobody to wait for.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct OpenGate;
-
-impl Gate for OpenGate {
-    fn arrive(&self) -> Result<(), WorkloadError> {
-        Ok(())
-    }
-}
 
 /// This client side's share of a point's clients: indices
 /// `first .. first + count` of `total`.

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use std::path::PathBuf;
 
+use crate::combine::Combine;
 use crate::param::{ParamError, ParamSpec, Params};
 use crate::result::{Sample, SideResult};
-use crate::shape::{ClientShare, Combine, Gate, OpenGate, ServerSide, ServiceInfo, ViewSpec};
+use crate::shape::{ClientShare, ServerSide, ServiceInfo, ViewSpec};
 
 /// Which direction is better for a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -359,5 +360,25 @@ impl Registry {
     /// All workloads.
     pub fn all(&self) -> &[&'static dyn Workload] {
         &self.workloads
+    }
+}
+
+/// The barrier of a point with several clients: every client connects,
+/// then calls [`Gate::arrive`], which returns at the one common start
+/// instant, once every client on every client host has arrived.
+pub trait Gate: Send + Sync {
+    /// Blocks until all clients of the point have arrived. An error means
+    /// the point was abandoned (another host failed, or an abort): the
+    /// caller closes its connections and returns the error.
+    fn arrive(&self) -> Result<(), WorkloadError>;
+}
+
+/// A gate that opens at once: one host, nobody to wait for.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OpenGate;
+
+impl Gate for OpenGate {
+    fn arrive(&self) -> Result<(), WorkloadError> {
+        Ok(())
     }
 }

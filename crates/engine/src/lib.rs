@@ -7,6 +7,7 @@
 
 mod combine;
 mod context;
+mod engine;
 mod envrun;
 mod hosts;
 mod lock;

@@ -18,6 +18,7 @@ use benchlab_store::{
 };
 
 use crate::context::RunCtx;
+use crate::engine::Engine;
 use crate::envrun::EnvControl;
 use crate::hosts::Pool;
 use crate::monitors::{Monitors, Watch};
@@ -262,31 +263,7 @@ fn process_is_benchlab(pid: i64) -> bool {
 /// gone before the clients' own error stands as the point's reason.
 const DEATH_GRACE: Duration = Duration::from_secs(1);
 
-/// A run in progress: everything its repetitions share.
-pub(crate) struct Engine<'a> {
-    pub(crate) reg: &'a Registry,
-    pub(crate) opts: RunOptions,
-    pub(crate) observer: &'a mut dyn Observer,
-    // Fields drop in order: the configuration's agents go before the
-    // pool's, as they did when these were the runner's locals.
-    /// The configuration applied on the hosts.
-    pub(crate) env: EnvControl,
-    /// The managed services of the configuration in force.
-    pub(crate) svc: Services,
-    /// The hosts' system monitors.
-    pub(crate) monitors: Monitors,
-    /// The study, the agents, the store.
-    pub(crate) ctx: RunCtx<'a>,
-}
-
 impl Engine<'_> {
-    /// Hands the notes gathered so far to the observer.
-    fn tell(&mut self) {
-        for n in self.ctx.notes.drain(..) {
-            self.observer.note(&n);
-        }
-    }
-
     /// Runs every repetition not yet stored, then puts the hosts back.
     fn execute(mut self) -> Result<Outcome> {
         let plan = Plan::new(self.ctx.study, self.reg, self.opts);

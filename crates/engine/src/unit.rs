@@ -14,8 +14,8 @@ use benchlab_core::study::{Configuration, WorkloadEntry};
 use benchlab_core::{ClientShare, Params, Sample, ServerSide, SideResult, Workload, CLIENTS};
 
 use crate::combine;
+use crate::engine::Engine;
 use crate::hosts::Role;
-use crate::runner::Engine;
 use crate::services::{self, Target};
 use benchlab_service::ServiceUsage;
 

@@ -146,7 +146,7 @@ pub fn html(rows: &[CrosscheckRow], o: &mut String) {
     if rows.is_empty() {
         return;
     }
-    use crate::html::esc;
+    use crate::format::esc;
     o.push_str("<h2 id=\"crosscheck\">Cross-checks: native workloads against classic tools</h2>\n");
     for (i, (title, these)) in grouped(rows).into_iter().enumerate() {
         let _ = writeln!(

@@ -22,6 +22,7 @@ use std::fmt::Write;
 use benchlab_core::Better;
 use benchlab_stats::{Verdict, DEFAULT_NOISE_PCT};
 
+pub use crate::format::esc;
 use crate::format::{cell_text, group_thousands, title_of};
 use crate::model::{Advantage, RunReport, Table};
 use crate::model::{CurveView, Matrix, MatrixView, View};
@@ -61,22 +62,6 @@ var g=s.querySelector('g.data');var b=g?g.getBBox():{width:0,height:0};
 out.push({id:s.id,width:b.width,height:b.height,marks:g?g.querySelectorAll('circle,rect,path').length:0});});
 document.getElementById('chart-check').textContent=JSON.stringify(out);})();
 ";
-
-/// Escapes text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
-}
 
 /// The report's style sheet, for a page that embeds [`render_body`].
 pub fn style() -> &'static str {

@@ -14,7 +14,7 @@ use benchlab_stats::ChangePointOptions;
 use benchlab_store::{RunStatus, Store};
 
 use crate::http::{encode, Request, Response};
-use crate::pages::{page, Fail};
+use crate::layout::{page, Fail};
 
 impl From<HistoryError> for Fail {
     fn from(e: HistoryError) -> Fail {

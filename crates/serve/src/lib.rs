@@ -26,6 +26,7 @@
 mod assets;
 mod history;
 mod http;
+mod layout;
 mod pages;
 mod runs;
 pub mod server;

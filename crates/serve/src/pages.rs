@@ -8,9 +8,10 @@ use benchlab_report::html::{
     esc, inventory_html, inventory_html_with, render_body, render_html, style,
 };
 use benchlab_report::{load, render, ColumnSpec, Format, LoadError, RunReport, RunSelection};
-use benchlab_store::{HostRow, Store, StoreError};
+use benchlab_store::{HostRow, Store};
 
 use crate::http::{encode, Request, Response};
+use crate::layout::{page, Fail};
 use crate::runs::LIVE_SCRIPT;
 
 /// The inline scripts and styles the pages hold, exactly as they are
@@ -26,61 +27,6 @@ pub(crate) fn inline_blocks() -> (Vec<String>, Vec<String>) {
         // from here).
         vec![style().to_string()],
     )
-}
-
-/// The navigation: (id, path, text).
-const NAV: &[(&str, &str, &str)] = &[
-    ("runs", "/", "Runs"),
-    ("history", "/history", "History"),
-    ("compare", "/compare", "Compare"),
-    ("hosts", "/hosts", "Hosts"),
-];
-
-/// A whole page: the header with the navigation (`here` marked), then
-/// `body`; the stylesheet and icon are this server's files.
-pub(crate) fn page(title: &str, here: &str, body: &str) -> Response {
-    let mut nav = String::new();
-    for (id, href, text) in NAV {
-        let _ = write!(
-            nav,
-            "<a href=\"{href}\" id=\"nav-{id}\"{}>{text}</a>",
-            if *id == here {
-                " class=\"here\" aria-current=\"page\""
-            } else {
-                ""
-            }
-        );
-    }
-    Response::html(format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{} — benchlab</title><link rel=\"stylesheet\" href=\"/style.css\"><link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\"></head><body>\n<header class=\"top\"><a class=\"brand\" href=\"/\"><img src=\"/favicon.svg\" width=\"22\" height=\"22\" alt=\"\">benchlab</a><nav>{nav}</nav></header>\n<main>\n{body}</main></body></html>\n",
-        esc(title),
-    ))
-}
-
-/// A page-level failure, with its status.
-#[derive(Debug)]
-pub(crate) struct Fail(pub(crate) u16, pub(crate) String);
-
-impl From<StoreError> for Fail {
-    fn from(e: StoreError) -> Fail {
-        match e {
-            StoreError::NoRun(_) => Fail(404, e.to_string()),
-            other => Fail(500, other.to_string()),
-        }
-    }
-}
-
-impl From<LoadError> for Fail {
-    fn from(e: LoadError) -> Fail {
-        match e {
-            LoadError::Store(s) => s.into(),
-            LoadError::NoConfiguration { .. } => Fail(404, e.to_string()),
-            LoadError::BadColumn(_) | LoadError::Baseline(_) | LoadError::NoColumns => {
-                Fail(400, e.to_string())
-            }
-            other => Fail(500, other.to_string()),
-        }
-    }
 }
 
 /// The answer to `req`.

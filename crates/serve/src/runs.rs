@@ -12,7 +12,7 @@ use benchlab_report::{progress, Progress};
 use benchlab_store::{RunRow, RunStatus, Store};
 
 use crate::http::{encode, Request, Response};
-use crate::pages::{page, Fail};
+use crate::layout::{page, Fail};
 
 /// Rows per page unless `per` says otherwise.
 pub const DEFAULT_PER_PAGE: usize = 50;
