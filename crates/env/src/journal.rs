@@ -175,7 +175,7 @@ impl Journal {
             seq: 0,
             host: host.into(),
             netns,
-            netns_id: crate::sys::own_netns_id(),
+            netns_id: own_netns_id(),
             entries: Vec::new(),
         })
     }
@@ -254,4 +254,26 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, EnvError> {
         }
     }
     Ok(entries)
+}
+
+/// This process's network namespace, as /proc/self/ns/net names it.
+pub fn own_netns_id() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+/// One line of what a session did, for the terminal and the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChangeReport {
+    /// The setting.
+    pub setting: String,
+    /// Its value before.
+    pub before: Option<String>,
+    /// Its value after.
+    pub after: Option<String>,
+    /// What happened.
+    pub status: benchlab_core::setting::ChangeStatus,
+    /// Why (for skips and failures) or what else to know.
+    pub note: String,
 }

@@ -37,20 +37,7 @@ pub struct SessionSpec {
 
 pub use benchlab_core::setting::ChangeStatus;
 
-/// One line of what a session did, for the terminal and the store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChangeReport {
-    /// The setting.
-    pub setting: String,
-    /// Its value before.
-    pub before: Option<String>,
-    /// Its value after.
-    pub after: Option<String>,
-    /// What happened.
-    pub status: ChangeStatus,
-    /// Why (for skips and failures) or what else to know.
-    pub note: String,
-}
+pub use crate::journal::ChangeReport;
 
 /// CPU use of the background load over one point.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

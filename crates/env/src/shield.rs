@@ -19,10 +19,10 @@ use std::path::Path;
 
 use benchlab_core::placement::parse_cpu_list;
 
-use crate::journal::{Change, Journal};
-use crate::session::{ChangeReport, ChangeStatus};
+use crate::journal::{Change, ChangeReport, Journal};
 use crate::sys;
 use crate::EnvError;
+use benchlab_core::setting::ChangeStatus;
 
 /// Name of the shield cpuset.
 pub const SHIELD_DIR: &str = "benchlab-shield";

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
 
-use crate::journal::{Change, Entry};
+use crate::journal::{own_netns_id, Change, Entry};
 
 /// Reads a settings file. Files that show a choice as `a [b] c` (I/O
 /// scheduler, transparent hugepages) give the bracketed word; other files
@@ -36,13 +36,6 @@ pub fn write_value(path: &str, value: &str) -> Result<(), String> {
 /// `/proc/sys` path of a sysctl name (`net.core.rmem_max`).
 pub fn sysctl_path(name: &str) -> String {
     format!("/proc/sys/{}", name.replace('.', "/"))
-}
-
-/// This process's network namespace, as /proc/self/ns/net names it.
-pub fn own_netns_id() -> Option<String> {
-    fs::read_link("/proc/self/ns/net")
-        .ok()
-        .map(|p| p.display().to_string())
 }
 
 /// A file that opens the network namespace `id` (`net:[…]`): a named one
