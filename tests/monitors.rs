@@ -5,9 +5,12 @@
 //! the sender counted), a direct write to a loop device the test makes
 //! (against the bytes written). They need root (the load, the test bed, the
 //! loop device); without it they fail under CI and are reported as skipped
-//! elsewhere.
+//! elsewhere. The report reads them back: a planted load is named where
+//! the configurations differ, and the JSON carries each point's summary.
 
 mod common;
+#[path = "common/schema.rs"]
+mod schema;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -322,4 +325,136 @@ metrics = "written (MiB) higher: written"
     assert_eq!(d.write_bytes, mib << 20, "{name}: {d:?}");
     assert!(d.writes >= mib, "{} write requests for {mib} MiB", d.writes);
     assert!(d.await_ms >= 0.0);
+}
+
+/// Issue 27: the report of a run whose second configuration keeps CPU 1
+/// busy names that CPU where the configurations differ, with the figures
+/// of the point's summaries; the JSON carries every host's summary and
+/// follows docs/report.schema.json; Markdown and HTML print the sentence,
+/// and HTML draws the per-second chart.
+#[test]
+fn the_report_names_the_cpu_a_planted_load_kept_busy() {
+    benchlab_testkit::require!(root, "dd");
+    if std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        < 2
+    {
+        return benchlab_testkit::unsupported("needs 2 CPUs (one loaded, one not)");
+    }
+    let _g = serial();
+    let s = Scratch::new();
+    // The load copies /dev/zero to /dev/null: kernel time, which a
+    // build running beside the test (user time, mostly) does not hide.
+    let study = s.study(
+        "planted.toml",
+        r#"
+[study]
+name = "monitors-planted"
+[defaults]
+repetitions = 2
+quiesce_s = 0
+[monitors]
+interval = 0.25
+[[configuration]]
+name = "quiet"
+[[configuration]]
+name = "load-on-1"
+load = { command = "dd if=/dev/zero of=/dev/null bs=64k count=2000000 status=none", workers = 1, cpus = "1" }
+[[workload]]
+kind = "fake"
+sleep_s = 2
+"#,
+    );
+    s.run_ok(&["run", study.to_str().unwrap()]);
+    let j = s.json("1");
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo().join("docs/report.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let errors = schema::validate(&schema, &j);
+    assert!(
+        errors.is_empty(),
+        "schema violations:\n{}",
+        errors.join("\n")
+    );
+
+    let m = &j["monitors"];
+    let points = m["points"].as_array().expect("monitor points");
+    // One host (this machine) per configuration at the one point.
+    assert_eq!(points.len(), 2, "{points:#?}");
+    let summary = |config: &str| {
+        let p = points
+            .iter()
+            .find(|p| p["configuration"] == config)
+            .unwrap_or_else(|| panic!("no monitors of {config}"));
+        assert_eq!(p["host"], "sut");
+        assert_eq!(p["repetitions"], 2);
+        p["summary"].clone()
+    };
+    let (quiet, loaded) = (summary("quiet"), summary("load-on-1"));
+    let busy = |s: &serde_json::Value, cpu: usize| s["cpus"][cpu]["busy_pct"].as_f64().unwrap();
+    eprintln!(
+        "CPU 1 busy: quiet {:.1} %, load-on-1 {:.1} %",
+        busy(&quiet, 1),
+        busy(&loaded, 1)
+    );
+    assert!(busy(&loaded, 1) >= 90.0, "{loaded:#}");
+    for k in [
+        "context_switches_per_s",
+        "interrupts_per_s",
+        "run_queue_mean",
+        "elapsed_s",
+    ] {
+        assert!(loaded[k].as_f64().unwrap() > 0.0, "{k}: {loaded:#}");
+    }
+
+    let differences = m["differences"].as_array().unwrap();
+    let named = differences
+        .iter()
+        .find(|d| {
+            d["configuration"] == "load-on-1" && d["what"].as_str().unwrap().starts_with("CPU 1 ")
+        })
+        .unwrap_or_else(|| panic!("CPU 1 is not named: {differences:#?}"));
+    assert_eq!(named["baseline"], "quiet");
+    // The figures named are the summaries' own.
+    let what = named["what"].as_str().unwrap();
+    let mode = what.trim_start_matches("CPU 1 ").trim_start_matches("in ");
+    let key = format!("{}_pct", if mode == "busy" { "busy" } else { mode });
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    assert!((f(&named["value"]) - f(&loaded["cpus"][1][&key])).abs() < 1e-9);
+    assert!((f(&named["baseline_value"]) - f(&quiet["cpus"][1][&key])).abs() < 1e-9);
+    assert!((f(&named["value"]) - f(&named["baseline_value"])).abs() >= 10.0);
+
+    let sentence = format!(
+        "load-on-1: {what} {:.0} % vs {:.0} % (quiet)",
+        f(&named["value"]),
+        f(&named["baseline_value"])
+    );
+    eprintln!("{sentence}");
+    let md = s.path("r.md");
+    let html = s.path("r.html");
+    s.run_ok(&[
+        "report",
+        "1",
+        "--md",
+        md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("## System monitors: fake"), "{md}");
+    assert!(md.contains(&sentence), "{md}");
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(html.contains(&sentence), "the HTML names it");
+    // The per-second chart of each configuration, a line per CPU.
+    let charts = m["charts"].as_array().unwrap();
+    assert_eq!(charts.len(), 2);
+    let lines = charts[0]["lines"].as_array().unwrap();
+    assert!(lines.len() >= 2 && lines[0]["x"].as_array().unwrap().len() >= 4);
+    assert_eq!(
+        html.matches("<svg class=\"chart series\" id=\"monitor-")
+            .count(),
+        2
+    );
 }

@@ -7,6 +7,8 @@ mod common;
 use common::Scratch;
 
 const STUDY: &str = r#"
+# What the system monitors record depends on the machine: not snapshotted.
+monitors = false
 [study]
 name = "fake-pipeline"
 description = "known numbers through the whole pipeline"

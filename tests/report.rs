@@ -17,6 +17,8 @@ use common::{repo, Scratch};
 /// is worse than the base, and 4 repetitions so that the rank test can
 /// decide (4 against 4: smallest possible p = 2/70 ≈ 0.029).
 const STUDY: &str = r#"
+# What the system monitors record depends on the machine: not snapshotted.
+monitors = false
 [study]
 name = "fake-report"
 description = "known numbers through the whole pipeline into every report format"
@@ -486,6 +488,8 @@ fn study_steps_are_in_the_methodology_appendix() {
 /// `fake.clients` with a peak: exact units that rise, peak and fall, two
 /// configurations peaking at different client counts.
 const CURVE_STUDY: &str = r#"
+# What the system monitors record depends on the machine: not snapshotted.
+monitors = false
 [study]
 name = "fake-curve"
 description = "a scaling curve with a peak"

@@ -554,6 +554,7 @@ pub(crate) fn build(
         services: Vec::new(),
         crosschecks: Vec::new(),
         series: Vec::new(),
+        monitors: Default::default(),
     };
     report.crosschecks = crate::crosscheck::rows(&study.crosschecks, &report.points);
     // Summaries derived from several points (seed 001's Figure 1) become

@@ -259,6 +259,20 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                     })
             })
             .collect(),
+        monitors: crate::monitors::columns(
+            &order
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let name = s
+                        .report
+                        .configurations
+                        .get(s.config)
+                        .map(|c| c.name.as_str());
+                    (label(i), &s.report.monitors, name.unwrap_or_default())
+                })
+                .collect::<Vec<_>>(),
+        ),
         failures: order
             .iter()
             .flat_map(|s| {

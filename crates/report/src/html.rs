@@ -52,6 +52,7 @@ ul.findings li{margin:.2em 0}
 #chart-check{display:none}
 figure.heat{display:inline-block;vertical-align:top;margin:0 1.5em 1em 0}
 figure.heat figcaption{font-weight:bold;font-size:.9em}
+div.scroll{overflow-x:auto;max-width:100%}
 ";
 
 /// Script run by the browser after layout: the bounding box of each
@@ -170,6 +171,7 @@ pub fn render_body(report: &RunReport) -> String {
                 series_section(v, i, &mut o);
             }
         }
+        crate::monitors::html(&report.monitors, w, &series_chart, &mut o);
     }
 
     crate::crosscheck::html(&report.crosschecks, &mut o);

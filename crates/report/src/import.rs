@@ -348,6 +348,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         points: Vec::new(),
         crosschecks: Vec::new(),
         series: Vec::new(),
+        monitors: Default::default(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),

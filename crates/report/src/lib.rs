@@ -15,6 +15,7 @@ pub mod html;
 pub mod import;
 pub mod load;
 pub mod model;
+pub mod monitors;
 pub mod pairs;
 pub mod progress;
 pub mod render;

@@ -156,7 +156,12 @@ struct RunRows {
     setting_changes: Vec<benchlab_store::SettingChangeRow>,
     services: Vec<benchlab_store::ServiceRow>,
     sides: crate::build::SideResults,
+    monitors: Vec<benchlab_store::MonitorRow>,
+    monitor_series: MonitorSeries,
 }
+
+/// The monitor samples a report draws, by (point id, repetition, host).
+type MonitorSeries = std::collections::BTreeMap<(i64, u32, String), benchlab_monitor::Series>;
 
 /// Reads what run `run_id`'s report needs: the store is not touched
 /// after this.
@@ -197,6 +202,14 @@ fn read_run(store: &Store, run_id: i64) -> Result<StoredRun, LoadError> {
             e.insert(store.side_results(point, rep)?);
         }
     }
+    let monitors = store.monitors(run_id)?;
+    let mut monitor_series = MonitorSeries::new();
+    let preferred = crate::build::latency_reps(&points, &samples, &plan);
+    for (point, rep, host) in crate::monitors::chart_reps(&monitors, &preferred) {
+        if let Some(s) = store.monitor_series(point, rep, &host)? {
+            monitor_series.insert((point, rep, host), s);
+        }
+    }
     Ok(StoredRun {
         run,
         configurations,
@@ -211,6 +224,8 @@ fn read_run(store: &Store, run_id: i64) -> Result<StoredRun, LoadError> {
             points,
             samples,
             sides,
+            monitors,
+            monitor_series,
         }),
     })
 }
@@ -262,6 +277,13 @@ fn build_run(stored: StoredRun) -> Result<RunReport, LoadError> {
             side_results: |point, rep| rows.sides.get(&(point, rep)).cloned().unwrap_or_default(),
         },
     );
+    r.monitors = crate::monitors::build(&crate::monitors::Source {
+        points: &rows.points,
+        samples: &rows.samples,
+        configurations: &configurations,
+        monitors: &rows.monitors,
+        series: &rows.monitor_series,
+    });
     r.latency = crate::build::latency_views(
         &rows.points,
         &rows.samples,

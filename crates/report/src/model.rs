@@ -254,6 +254,13 @@ pub struct RunReport {
     /// repetition, from the stored side results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<SeriesView>,
+    /// The system monitors of every host at every point, where they
+    /// differ between configurations, and their per-second CPU charts.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::monitors::MonitorReport::is_empty"
+    )]
+    pub monitors: crate::monitors::MonitorReport,
 }
 
 /// One comparison of the A/A control with the configuration it repeats.

@@ -165,6 +165,7 @@ fn terminal(report: &RunReport) -> String {
     }
     views_text(report, false, &mut out);
     crate::series::text(&report.series, false, &mut out);
+    crate::monitors::text(&report.monitors, false, &mut out);
     crate::crosscheck::text(&report.crosschecks, false, &mut out);
     if !report.tables.is_empty() {
         out.push('\n');
@@ -379,6 +380,7 @@ fn markdown(report: &RunReport) -> String {
     }
     views_text(report, true, &mut out);
     crate::series::text(&report.series, true, &mut out);
+    crate::monitors::text(&report.monitors, true, &mut out);
     if !report.crosschecks.is_empty() {
         crate::crosscheck::text(&report.crosschecks, true, &mut out);
         out.push('\n');

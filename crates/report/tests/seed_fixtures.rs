@@ -236,6 +236,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         services: Vec::new(),
         crosschecks: Vec::new(),
         series: Vec::new(),
+        monitors: Default::default(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

@@ -83,6 +83,7 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         points: Vec::new(),
         crosschecks: Vec::new(),
         series: Vec::new(),
+        monitors: Default::default(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),
