@@ -1152,7 +1152,7 @@ fn words(line: &str) -> Vec<String> {
 /// beside the seed's figures (run, import, compare), the same compare as
 /// docs/study-files.md; every column it names exists: `2:NAME` among the
 /// imported file's configurations, `1:NAME` among the study's.
-/// (tests/seeds_html.rs runs seeds 003's and 004's commands end to end.)
+/// (tests/seeds_html.rs and tests/seeds_compare.rs run them end to end.)
 #[test]
 fn each_seed_studys_documented_commands_name_real_columns() {
     let docs = std::fs::read_to_string(repo().join("docs/study-files.md")).unwrap();
