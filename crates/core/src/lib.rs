@@ -29,7 +29,7 @@ pub mod workload;
 
 pub use combine::Combine;
 pub use param::{ParamKind, ParamSpec, Params, Value};
-pub use result::{CpuUsage, Sample, SideResult};
+pub use result::{CpuUsage, Sample, SideResult, TargetSides};
 pub use shape::{
     ClientShare, MatrixSummary, ServerSide, ServiceInfo, ViewSpec, CLIENTS, CLIENTS_PARAM,
 };

@@ -79,10 +79,21 @@ pub struct Sample {
     pub client: SideResult,
     /// The server side's raw result, when the workload has one.
     pub server: Option<SideResult>,
-    /// With several targets: each target's own sample, by host name (the
-    /// metrics above are then the aggregate, and `client`/`server` empty).
+    /// With several targets: each target's raw results, by host name.
+    /// The metrics above are then the aggregate plus each target's own
+    /// figures as `metric@host` (their one copy), and `client`/`server`
+    /// are empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub targets: BTreeMap<String, Sample>,
+    pub targets: BTreeMap<String, TargetSides>,
+}
+
+/// One target's raw results in a sample of several targets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetSides {
+    /// Its client hosts' merged result.
+    pub client: SideResult,
+    /// Its server side's result, when the workload has one.
+    pub server: Option<SideResult>,
 }
 
 /// Serde for `f64` fields that may be NaN ("not measured"): JSON has no

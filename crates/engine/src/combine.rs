@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use benchlab_core::shape::merge_sides;
-use benchlab_core::{Combine, Params, Sample, SideResult, Workload};
+use benchlab_core::{Combine, Params, Sample, SideResult, TargetSides, Workload};
 
 /// The rule for a metric: the workload's declaration, the engine's own,
 /// or the mean for anything undeclared.
@@ -28,7 +28,8 @@ pub(crate) fn merge_clients(
 /// The aggregate of several targets' samples (seed 003's two-guest
 /// figures): each metric combined as declared; a `Merged` metric derived
 /// again from the merged raw results of all targets. Each target's own
-/// figures are kept as `metric@host`.
+/// figures are kept once, as `metric@host`; its raw results in
+/// `targets`.
 pub(crate) fn aggregate(
     wl: &dyn Workload,
     params: &Params,
@@ -61,10 +62,14 @@ pub(crate) fn aggregate(
     }
     let mut targets = BTreeMap::new();
     for (host, s) in per_target {
-        for (k, v) in &s.metrics {
-            out.metrics.insert(format!("{k}@{host}"), *v);
+        for (k, v) in s.metrics {
+            out.metrics.insert(format!("{k}@{host}"), v);
         }
-        targets.insert(host, s);
+        let sides = TargetSides {
+            client: s.client,
+            server: s.server,
+        };
+        targets.insert(host, sides);
     }
     out.targets = targets;
     out

@@ -186,9 +186,9 @@ fn full_run(store: &mut Store) -> i64 {
     t.metrics.insert("y".into(), 2.0);
     t.targets.insert(
         "guest1".into(),
-        Sample {
+        benchlab_core::TargetSides {
             client: s.client.clone(),
-            ..Sample::default()
+            server: None,
         },
     );
     store
