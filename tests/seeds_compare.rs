@@ -17,6 +17,9 @@
 //! - seed 001: `ext4 out-of-box`, `iozone` at file sizes 1–2 MiB and
 //!   records 8–16 KiB, in cache and direct (Appendix D's first rows and
 //!   Figure 1's two rows), its image in the test's scratch directory;
+//! - seed 002: `seed-002-realtime.toml` as shipped (test bed, realtime
+//!   profile, build load, CPU 1 shielded) under `load-shielded` only, with
+//!   `--quick --scale 0.01` (its solarflare table: every row);
 //! - seed 004 file server: `smb1-1cpu` and `smb1-2cpu` (the seed's
 //!   "Linux on 4 CPUs over 1 CPU"), 1 and 2 clients, `--quick --scale
 //!   0.005`.
@@ -427,4 +430,26 @@ fn seed_004_file_server_published_rows_beside_a_quick_run() {
         p.table == "netbench" && p.row == "NT on 4 CPUs over 1 CPU"
     });
     assert_eq!(missing.len(), 1, "NT has a measured pair? {missing:?}");
+}
+
+#[test]
+fn seed_002_published_rows_beside_a_quick_run() {
+    // The study as shipped (its test bed, profile, load and shielding)
+    // under the documented compare's one measured configuration.
+    let mut doc = study("seed-002-realtime.toml");
+    keep(&mut doc, "configuration", &["load-shielded"]);
+    let s = Scratch::new();
+    run(&s, &doc, &["--quick", "--scale", "0.01"]);
+    import(&s, "seed-002-solarflare.csv");
+    let columns = [
+        "2:RHEL load-shielded",
+        "2:RedHawk load-shielded",
+        "1:load-shielded",
+    ];
+    let j = documented_compare(&s, "seed-002-realtime.toml", &columns);
+    let rows = published("seed-002-solarflare.csv");
+    // TCP and UDP: netperf's RTT/2, sfnt-pingpong's RTT/2 and jitter.
+    for c in &columns[..2] {
+        assert_matched(&rows, c, &j, &|_| true, 6);
+    }
 }
