@@ -19,7 +19,7 @@
 //!   Figure 1's two rows), its image in the test's scratch directory;
 //! - seed 002: `seed-002-realtime.toml` as shipped (test bed, realtime
 //!   profile, build load, CPU 1 shielded) under `load-shielded` only, with
-//!   `--quick --scale 0.01` (its solarflare table: every row);
+//!   `--quick --scale 0.01` (every row of its four NIC tables);
 //! - seed 004 file server: `smb1-1cpu` and `smb1-2cpu` (the seed's
 //!   "Linux on 4 CPUs over 1 CPU"), 1 and 2 clients, `--quick --scale
 //!   0.005`.
@@ -451,5 +451,26 @@ fn seed_002_published_rows_beside_a_quick_run() {
     // TCP and UDP: netperf's RTT/2, sfnt-pingpong's RTT/2 and jitter.
     for c in &columns[..2] {
         assert_matched(&rows, c, &j, &|_| true, 6);
+    }
+    // The seed's other NIC pairs, the same command on their runs.
+    for (n, nic) in ["intel-x520", "realtek", "solarflare-onload"]
+        .iter()
+        .enumerate()
+    {
+        let csv = format!("seed-002-{nic}.csv");
+        import(&s, &csv);
+        let columns = [
+            format!("{}:RHEL load-shielded", n + 3),
+            format!("{}:RedHawk load-shielded", n + 3),
+            "1:load-shielded".to_string(),
+        ];
+        let mut args = vec!["compare"];
+        args.extend(columns.iter().map(String::as_str));
+        args.extend(["--format", "json"]);
+        let j: Value = serde_json::from_str(&s.run_ok(&args)).unwrap();
+        let rows = published(&csv);
+        for c in &columns[..2] {
+            assert_matched(&rows, c, &j, &|_| true, 6);
+        }
     }
 }
