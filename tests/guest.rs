@@ -383,6 +383,45 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
         err.contains("guest.memory") && err.contains("MiB available"),
         "{err}"
     );
+    // Two guests that each fit but not together.
+    let avail = benchlab_guest::spec::meminfo_kib("MemAvailable").unwrap() / 1024;
+    let each = avail * 3 / 10;
+    let two = format!(
+        "[study]\nname = \"g\"\n\
+         [[host]]\nname = \"vm1\"\nguest = {{ vcpus = 1, memory = {each}, net = \"direct\", ip = \"10.234.3.2/30\", peer = \"10.234.3.1/30\" }}\n\
+         [[host]]\nname = \"vm2\"\nguest = {{ vcpus = 1, memory = {each}, net = \"direct\", ip = \"10.234.3.6/30\", peer = \"10.234.3.5/30\" }}\n\
+         [[workload]]\nkind = \"net.pingpong\"\nserver = \"vm1\"\n[[workload]]\nkind = \"net.pingpong\"\nserver = \"vm2\"\n"
+    );
+    let f = s.study("two.toml", &two);
+    let out = s.run(&["run", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!(
+            "guest.memory: its guests together need {} MiB",
+            2 * each
+        )) && err.contains("allowed at most")
+            && err.contains("nothing was run"),
+        "{err}"
+    );
+    // No guest kernel: the error names the set-up command that brings it.
+    let empty = s.path("empty-cache");
+    std::fs::create_dir_all(&empty).unwrap();
+    let f = s.study("nokernel.toml", &study(""));
+    let out = s
+        .benchlab()
+        .env("BENCHLAB_CACHE_DIR", &empty)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("host `vm`: no guest kernel in")
+            && err.contains("run `bash scripts/guest-kernel.sh`")
+            && err.contains("nothing was run"),
+        "{err}"
+    );
     let f = s.study(
         "net.toml",
         &study("").replace("net = \"direct\"", "net = \"passthrough\""),

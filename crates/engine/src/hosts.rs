@@ -785,6 +785,7 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
                 hosts.push(&d.host);
             }
         }
+        let mut guests: Vec<(&str, u64)> = Vec::new();
         for h in hosts {
             if !used.iter().any(|u| u.as_str() == h) {
                 continue;
@@ -793,6 +794,7 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
                 continue;
             };
             if let Transport::Guest(g) = &host.transport {
+                guests.push((h, g.memory_mib));
                 for &c in &g.cpus {
                     if let Some(other) = held.insert(c, h) {
                         if other != h {
@@ -803,6 +805,24 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
                         }
                     }
                 }
+            }
+        }
+        // Each guest alone fits (its own check); together they must too,
+        // within the same half of the available memory.
+        if guests.len() > 1 {
+            let total: u64 = guests.iter().map(|(_, m)| m).sum();
+            let avail = benchlab_guest::spec::meminfo_kib("MemAvailable").unwrap_or(0) / 1024;
+            if total > avail / 2 {
+                let names: Vec<String> = guests
+                    .iter()
+                    .map(|(h, m)| format!("`{h}` {m} MiB"))
+                    .collect();
+                problems.push(format!(
+                    "configuration `{}`: guest.memory: its guests together need {total} MiB ({}); allowed at most {} MiB in all (half of this host's {avail} MiB available)",
+                    config.name,
+                    names.join(", "),
+                    avail / 2
+                ));
             }
         }
     }
