@@ -447,3 +447,27 @@ pub fn main() -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A workload's declared operation rate must be one of its metrics,
+    /// or the monitors' per-operation figures silently vanish.
+    #[test]
+    fn every_operation_rate_is_a_metric_of_its_workload() {
+        let reg = super::registry();
+        let mut declared = 0;
+        for wl in reg.all() {
+            let Some(rate) = wl.operation_rate() else {
+                continue;
+            };
+            declared += 1;
+            let params = benchlab_core::Params::default();
+            assert!(
+                wl.metrics(&params).iter().any(|m| m.name == rate),
+                "{}: operation rate `{rate}` is none of its metrics",
+                wl.kind()
+            );
+        }
+        assert!(declared >= 4, "only {declared} workloads declare a rate");
+    }
+}

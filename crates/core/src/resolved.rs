@@ -84,6 +84,11 @@ pub struct WorkloadShape {
     /// plan's fingerprint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub simulated_params: Vec<String>,
+    /// The metric that counts its operations per second
+    /// ([`Workload::operation_rate`]); none in a plan stored before it
+    /// was declared, whose monitors then have no per-operation figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_rate: Option<String>,
 }
 
 impl WorkloadShape {
@@ -238,6 +243,7 @@ impl ResolvedPlan {
                     .iter()
                     .map(|p| p.to_string())
                     .collect(),
+                operation_rate: wl.operation_rate().map(str::to_string),
             });
         }
         for (w, params) in points {

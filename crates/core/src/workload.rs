@@ -247,6 +247,13 @@ pub trait Workload: Send + Sync + 'static {
     fn clients_axis(&self) -> bool {
         false
     }
+    /// The metric that counts the point's operations per second, if the
+    /// workload has one (a transaction, a request, a message): the
+    /// monitors divide a host's CPU time, context switches and
+    /// interrupts by it for per-operation figures.
+    fn operation_rate(&self) -> Option<&'static str> {
+        None
+    }
     /// Parameters that stand for the system being measured rather than
     /// for the measurement (the `fake` workload's figures, noise and
     /// seed): a run history's series continues when only these change,

@@ -277,12 +277,19 @@ fn build_run(stored: StoredRun) -> Result<RunReport, LoadError> {
             side_results: |point, rep| rows.sides.get(&(point, rep)).cloned().unwrap_or_default(),
         },
     );
+    let operation_rates: Vec<Option<String>> = rows
+        .plan
+        .workloads
+        .iter()
+        .map(|w| w.operation_rate.clone())
+        .collect();
     r.monitors = crate::monitors::build(&crate::monitors::Source {
         points: &rows.points,
         samples: &rows.samples,
         configurations: &configurations,
         monitors: &rows.monitors,
         series: &rows.monitor_series,
+        operation_rates: &operation_rates,
     });
     r.latency = crate::build::latency_views(
         &rows.points,

@@ -14,16 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{SeriesLine, SeriesSummary, SeriesView};
 
-/// The metrics read as a point's operation rate, first present first:
-/// CPU time, context switches and interrupts per operation divide by it.
-pub const OPERATION_RATES: [&str; 5] = [
-    "transactions_per_s",
-    "requests_per_s",
-    "ops_per_s",
-    "transfers_per_s",
-    "published_per_s",
-];
-
 /// A CPU mode's share must differ by at least this many percentage
 /// points between two configurations to be named.
 pub const CPU_THRESHOLD_PP: f64 = 10.0;
@@ -82,7 +72,8 @@ pub struct MonitorPoint {
 /// The host's work divided by the point's operations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PerOperation {
-    /// The metric read as the rate ([`OPERATION_RATES`]).
+    /// The metric read as the rate, as the workload declared it
+    /// (`Workload::operation_rate`, stored with the run's plan).
     pub metric: String,
     /// Its mean over the repetitions, per second.
     pub rate_per_s: f64,
@@ -162,6 +153,9 @@ pub struct Source<'a> {
     pub monitors: &'a [MonitorRow],
     /// The samples drawn: (point id, repetition, host) → series.
     pub series: &'a BTreeMap<(i64, u32, String), Series>,
+    /// Per workload of the study, the metric its operations are counted
+    /// by, as its plan stored it.
+    pub operation_rates: &'a [Option<String>],
 }
 
 /// The monitors of compared columns: each column's (label, its run's
@@ -244,7 +238,11 @@ pub fn build(src: &Source<'_>) -> MonitorReport {
                 .map(|m| &m.summary)
                 .collect();
             let summary = mean_summary(&reps);
-            let per_operation = per_operation(&summary, p, src.samples);
+            let rate = src
+                .operation_rates
+                .get(p.workload_idx)
+                .and_then(|m| m.as_deref());
+            let per_operation = rate.and_then(|m| per_operation(&summary, p, src.samples, m));
             let moved_mb = (summary.nics.values().map(|n| n.rx_bytes + n.tx_bytes))
                 .chain(summary.disks.values().map(|d| d.read_bytes + d.write_bytes))
                 .sum::<u64>() as f64
@@ -297,34 +295,34 @@ pub fn build(src: &Source<'_>) -> MonitorReport {
     r
 }
 
-/// The point's operation rate, mean over its successful repetitions.
-fn per_operation(s: &Summary, p: &PointRow, samples: &[SampleRow]) -> Option<PerOperation> {
-    let ok: Vec<&SampleRow> = samples
+/// The host's work per operation, with the point's rate of `metric`
+/// (the mean over its successful repetitions).
+fn per_operation(
+    s: &Summary,
+    p: &PointRow,
+    samples: &[SampleRow],
+    metric: &str,
+) -> Option<PerOperation> {
+    let v: Vec<f64> = samples
         .iter()
         .filter(|x| x.point_id == p.id && x.status == SampleStatus::Ok)
+        .filter_map(|x| x.metrics.get(metric).copied())
+        .filter(|v| v.is_finite())
         .collect();
-    for metric in OPERATION_RATES {
-        let v: Vec<f64> = ok
-            .iter()
-            .filter_map(|x| x.metrics.get(metric).copied())
-            .filter(|v| v.is_finite())
-            .collect();
-        if v.is_empty() {
-            continue;
-        }
-        let rate = v.iter().sum::<f64>() / v.len() as f64;
-        if rate <= 0.0 || s.elapsed_s <= 0.0 {
-            return None;
-        }
-        return Some(PerOperation {
-            metric: metric.to_string(),
-            rate_per_s: rate,
-            cpu_us: s.cpu_busy_s / s.elapsed_s / rate * 1e6,
-            context_switches: s.context_switches_per_s / rate,
-            interrupts: s.interrupts_per_s / rate,
-        });
+    if v.is_empty() {
+        return None;
     }
-    None
+    let rate = v.iter().sum::<f64>() / v.len() as f64;
+    if rate <= 0.0 || s.elapsed_s <= 0.0 {
+        return None;
+    }
+    Some(PerOperation {
+        metric: metric.to_string(),
+        rate_per_s: rate,
+        cpu_us: s.cpu_busy_s / s.elapsed_s / rate * 1e6,
+        context_switches: s.context_switches_per_s / rate,
+        interrupts: s.interrupts_per_s / rate,
+    })
 }
 
 /// The mean of several repetitions' summaries: shares, rates and gauges
@@ -873,8 +871,11 @@ mod tests {
             ended_at: String::new(),
             metrics: [("requests_per_s".to_string(), v)].into_iter().collect(),
         };
-        let per = per_operation(&s, &p, &[sample(900.0), sample(1100.0)]).unwrap();
+        let per =
+            per_operation(&s, &p, &[sample(900.0), sample(1100.0)], "requests_per_s").unwrap();
         assert_eq!(per.metric, "requests_per_s");
+        // Only the declared metric counts operations.
+        assert!(per_operation(&s, &p, &[sample(900.0)], "transactions_per_s").is_none());
         // 0.5 CPU-seconds per second over 1000 requests per second.
         assert!((per.cpu_us - 500.0).abs() < 1e-9);
         assert_eq!(per.context_switches, 5.0);

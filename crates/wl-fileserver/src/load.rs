@@ -315,6 +315,11 @@ impl FileserverLoad {
 }
 
 impl Workload for FileserverLoad {
+    /// One operation is a file operation.
+    fn operation_rate(&self) -> Option<&'static str> {
+        Some("ops_per_s")
+    }
+
     fn kind(&self) -> &'static str {
         self.kind_name()
     }

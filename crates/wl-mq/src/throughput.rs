@@ -756,6 +756,11 @@ fn subscriber(
 }
 
 impl Workload for MqThroughput {
+    /// One operation is a message published.
+    fn operation_rate(&self) -> Option<&'static str> {
+        Some("published_per_s")
+    }
+
     fn kind(&self) -> &'static str {
         KIND
     }

@@ -188,6 +188,11 @@ fn check_size(params: &Params, name: &str) -> Result<(), ValidationError> {
 }
 
 impl Workload for NetRr {
+    /// One operation is a request-response transaction.
+    fn operation_rate(&self) -> Option<&'static str> {
+        Some("transactions_per_s")
+    }
+
     fn kind(&self) -> &'static str {
         KIND
     }

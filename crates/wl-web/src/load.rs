@@ -313,6 +313,11 @@ impl Config {
 }
 
 impl Workload for WebLoad {
+    /// One operation is an HTTP request.
+    fn operation_rate(&self) -> Option<&'static str> {
+        Some("requests_per_s")
+    }
+
     fn kind(&self) -> &'static str {
         KIND
     }
