@@ -1,5 +1,6 @@
 //! Protocol messages. See `docs/protocol.md`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use benchlab_core::placement::Placement;
@@ -60,6 +61,10 @@ pub enum Request {
         /// The service a service workload drives.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         service: Option<ServiceInfo>,
+        /// The data addresses of the hosts the point names
+        /// (`{host.NAME}`), by the study's host name.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        hosts: BTreeMap<String, String>,
     },
     /// Releases a gated client side (`abort`: abandon the point instead).
     Go {

@@ -390,6 +390,7 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     share,
                     gated,
                     service,
+                    hosts,
                 },
             ) => match registry.get(&kind) {
                 None => Response::Error {
@@ -401,6 +402,7 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                         ClientCtx::single(addr, repetition, Arc::new(AtomicBool::new(false)));
                     ctx.share = share;
                     ctx.service = service;
+                    ctx.hosts = hosts;
                     let (events_tx, events) = mpsc::channel();
                     let (release_tx, release) = mpsc::channel();
                     if gated {

@@ -278,10 +278,11 @@ fn request() -> impl Strategy<Value = Request> {
             params(),
             placement(),
             proptest::option::of(socket_addr()),
-            any::<u32>()
+            any::<u32>(),
+            proptest::collection::btree_map("[a-z][a-z0-9-]{0,8}", "[0-9a-f.:]{1,20}", 0..3)
         )
-            .prop_map(
-                |(kind, params, placement, server, repetition)| Request::RunClient {
+            .prop_map(|(kind, params, placement, server, repetition, hosts)| {
+                Request::RunClient {
                     kind,
                     params,
                     placement,
@@ -290,8 +291,9 @@ fn request() -> impl Strategy<Value = Request> {
                     share: Default::default(),
                     gated: false,
                     service: None,
+                    hosts,
                 }
-            ),
+            }),
         any::<bool>().prop_map(|abort| Request::Go { abort }),
         Just(Request::Shutdown),
     ]

@@ -125,6 +125,7 @@ fn garbage_after_hello_is_an_error_not_a_panic() {
             share: Default::default(),
             gated: false,
             service: None,
+            hosts: Default::default(),
         },
         Request::Shutdown,
     ]);

@@ -3,6 +3,7 @@
 //! the binary (one line per workload), so workload crates know nothing of
 //! the store, the report or the CLI.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -159,6 +160,10 @@ pub struct ClientCtx {
     pub gate: Arc<dyn Gate>,
     /// The service, for a [`ServerSide::Service`] workload.
     pub service: Option<ServiceInfo>,
+    /// The data address of each of the study's hosts, by the study's
+    /// host name (a configuration's `hosts` map applied): what
+    /// [`Workload::host_refs`] names (a command's `{host.NAME}`).
+    pub hosts: BTreeMap<String, String>,
 }
 
 impl ClientCtx {
@@ -171,6 +176,7 @@ impl ClientCtx {
             share: ClientShare::default(),
             gate: Arc::new(OpenGate),
             service: None,
+            hosts: BTreeMap::new(),
         }
     }
 }
@@ -182,6 +188,7 @@ impl std::fmt::Debug for ClientCtx {
             .field("repetition", &self.repetition)
             .field("share", &self.share)
             .field("service", &self.service)
+            .field("hosts", &self.hosts)
             .finish_non_exhaustive()
     }
 }
@@ -200,6 +207,13 @@ pub trait Workload: Send + Sync + 'static {
     /// key and the message.
     fn validate(&self, _params: &Params) -> Result<(), ValidationError> {
         Ok(())
+    }
+    /// The study's hosts a point names (a command's `{host.NAME}`), each
+    /// with the key that names it: the study refuses a name that is no
+    /// host of its, and the client side gets their addresses in
+    /// [`ClientCtx::hosts`].
+    fn host_refs(&self, _params: &Params) -> Vec<(String, String)> {
+        Vec::new()
     }
     /// Whether a point of the sweep is planned at all (IOzone's `-a` does
     /// not run records larger than the file, nor small records of large

@@ -233,6 +233,21 @@ impl Pool {
         self.addresses[host]
     }
 
+    /// The data address of any of the study's hosts, also one no side
+    /// runs on (a command's `{host.NAME}`): resolved once, then kept.
+    pub(crate) fn address_of(&mut self, host: &str) -> Result<IpAddr> {
+        if let Some(ip) = self.addresses.get(host) {
+            return Ok(*ip);
+        }
+        let h = self
+            .hosts
+            .get(host)
+            .with_context(|| format!("no host is named `{host}`"))?;
+        let ip = resolve(h).with_context(|| format!("host `{host}` ({})", route(h)))?;
+        self.addresses.insert(host.to_string(), ip);
+        Ok(ip)
+    }
+
     /// Where a server side on `host` listens: its data address if that is
     /// a loopback address (so nothing is exposed), else every address of
     /// the host (its data address may be a relay's or a NAT's), on the
@@ -747,6 +762,7 @@ impl Pool {
                 share: Default::default(),
                 gated: false,
                 service: None,
+                hosts: BTreeMap::new(),
             },
             PROBE_TIMEOUT,
             interrupt,

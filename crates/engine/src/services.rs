@@ -18,7 +18,7 @@ use benchlab_core::engine_metric::{
     SERVICE_CPU_S, SERVICE_ELAPSED_S, SERVICE_NONVOLUNTARY_CTXT_SWITCHES, SERVICE_RSS_KIB,
     SERVICE_UTIL_PCT, SERVICE_VOLUNTARY_CTXT_SWITCHES,
 };
-use benchlab_core::study::{ServiceDecl, Study};
+use benchlab_core::study::{Configuration, ServiceDecl, Study};
 use benchlab_core::ValidationError;
 use benchlab_core::{Params, ServiceInfo, SideResult};
 use benchlab_service::{ServicePlan, ServiceSpec, ServiceUsage};
@@ -67,11 +67,13 @@ pub fn check(spec: &serde_json::Value) -> Result<(), ValidationError> {
 /// The service plan of a declaration, as a configuration runs it: the
 /// template read and every variable checked (on the controller, before
 /// anything starts). A service without an explicit `bind` listens on its
-/// host's data address, so that other hosts reach it.
+/// host's data address, so that other hosts reach it. A `{{host.NAME}}`
+/// is the data address of the study's host NAME where `config` puts it.
 pub(crate) fn plan_of(
     decl: &ServiceDecl,
     study: &Study,
-    pool: &Pool,
+    config: &Configuration,
+    pool: &mut Pool,
 ) -> anyhow::Result<ServicePlan> {
     let mut json = decl.spec.clone();
     if json.get("bind").is_none() {
@@ -83,7 +85,11 @@ pub(crate) fn plan_of(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    Ok(spec.plan(&base)?)
+    Ok(spec.plan_with(&base, &mut |h| {
+        pool.address_of(config.host(h))
+            .ok()
+            .map(|ip| ip.to_string())
+    })?)
 }
 
 /// The secret values a service's host is handed with its plan: a guest's
@@ -124,7 +130,7 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
             // The study file first: the agent's error names the service
             // and its key, not where they were written.
             let within = || format!("{}: configuration `{}`", study.file, c.name);
-            let plan = plan_of(decl, study, pool).with_context(within)?;
+            let plan = plan_of(decl, study, c, pool).with_context(within)?;
             let secrets = secrets_for(&plan, &decl.host, pool).with_context(within)?;
             // A lost agent here is a preflight failure like one lost while
             // the inventory is read: nothing is stored yet, and the error
@@ -283,7 +289,9 @@ impl Services {
         decl: &ServiceDecl,
         point: (usize, usize),
     ) -> Result<Running, String> {
-        let plan = plan_of(decl, ctx.study, &ctx.pool).map_err(|e| format!("{e:#}"))?;
+        let study = ctx.study;
+        let config = &study.configurations[self.config.expect("set by ready")];
+        let plan = plan_of(decl, study, config, &mut ctx.pool).map_err(|e| format!("{e:#}"))?;
         let restart_per_point = plan.spec.restart == benchlab_service::Restart::Point;
         let limit = Duration::from_secs_f64(plan.spec.ready_timeout_s.max(0.0)) + SLACK;
         let secrets = secrets_for(&plan, &decl.host, &ctx.pool).map_err(|e| format!("{e:#}"))?;

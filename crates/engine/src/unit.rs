@@ -204,6 +204,21 @@ impl Engine<'_> {
         let (point, services) = (s.unit.point, s.unit.targets);
         let gated = s.wl.clients_axis();
         let expected = s.wl.expected_duration(&point.params);
+        // The hosts the point names (`{host.NAME}`), where this
+        // configuration puts them.
+        let mut named = std::collections::BTreeMap::new();
+        for (_, name) in s.wl.host_refs(&point.params) {
+            match ctx.pool.address_of(s.config.host(&name)) {
+                Ok(ip) => {
+                    named.insert(name, ip.to_string());
+                }
+                Err(e) => {
+                    return Err(UnitError::Failed(format!(
+                        "`{{host.{name}}}`: {e:#}; give the host an `address`"
+                    )));
+                }
+            }
+        }
         let mut agents: Vec<AgentHandle> = Vec::new();
         for job in jobs {
             match ctx.pool.take(&job.host, Role::Client, job.slot) {
@@ -227,6 +242,7 @@ impl Engine<'_> {
                 share: job.share,
                 gated,
                 service: services.get(job.target).map(|t| t.info.clone()),
+                hosts: named.clone(),
             })
             .collect();
         // The services are observed over the measured interval when the

@@ -102,6 +102,12 @@ pub(crate) fn prepare(plan: &ServicePlan, opts: &StartOptions) -> Result<Prepare
     for (k, v) in kind_vars {
         vars.entry(k).or_insert(v);
     }
+    for (host, address) in &plan.hosts {
+        vars.insert(
+            format!("{}{host}", crate::template::HOST_PREFIX),
+            address.clone(),
+        );
+    }
     let workers = vars["workers"].clone();
     if matches!(spec.kind, ServiceKind::Nginx | ServiceKind::Apache2) {
         check_reachable(spec, &vars["user"], &document_root)?;

@@ -373,6 +373,10 @@ pub struct ServicePlan {
     pub spec: ServiceSpec,
     /// The configuration template; `None` for a command without one.
     pub template: Option<Template>,
+    /// The data address of each study host that `argv` or the template
+    /// names (`{{host.NAME}}`), by the study's host name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, String>,
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -562,8 +566,20 @@ impl ServiceSpec {
 
     /// Checks the spec, reads its template (`base_dir`: the study file's
     /// directory, for relative paths) and checks that every variable the
-    /// template and `argv` use is set — all before anything starts.
+    /// template and `argv` use is set — all before anything starts. A
+    /// `{{host.NAME}}` is set by [`ServiceSpec::plan_with`] only.
     pub fn plan(&self, base_dir: &Path) -> Result<ServicePlan, ServiceError> {
+        self.plan_with(base_dir, &mut |_| None)
+    }
+
+    /// [`ServiceSpec::plan`], with `address` giving the data address of a
+    /// study host that `argv` or the template names (`{{host.NAME}}`);
+    /// `None`: it has none, which the variable check reports.
+    pub fn plan_with(
+        &self,
+        base_dir: &Path,
+        address: &mut dyn FnMut(&str) -> Option<String>,
+    ) -> Result<ServicePlan, ServiceError> {
         let mut spec = self.clone();
         if let Some(var) = spec.kind.password_env() {
             spec.secrets
@@ -614,7 +630,21 @@ impl ServiceSpec {
                 }
             }),
         };
-        let plan = ServicePlan { spec, template };
+        let mut named: Vec<String> = spec.argv.iter().flat_map(|a| template::hosts(a)).collect();
+        if let Some(t) = &template {
+            named.extend(template::hosts(&t.text));
+        }
+        let mut hosts = BTreeMap::new();
+        for h in named {
+            if let Some(a) = address(&h) {
+                hosts.insert(h, a);
+            }
+        }
+        let plan = ServicePlan {
+            spec,
+            template,
+            hosts,
+        };
         plan.check_variables()?;
         Ok(plan)
     }
@@ -626,7 +656,10 @@ impl ServicePlan {
     pub fn check_variables(&self) -> Result<(), ServiceError> {
         let spec = &self.spec;
         // `config` (the rendered file's path) exists only with a template.
-        let known = |n: &str| spec.sets(n) && (n != "config" || self.template.is_some());
+        let known = |n: &str| match n.strip_prefix(template::HOST_PREFIX) {
+            Some(h) => self.hosts.contains_key(h),
+            None => spec.sets(n) && (n != "config" || self.template.is_some()),
+        };
         if let Some(t) = &self.template {
             let terr = |message: String| ServiceError::Template {
                 service: spec.name.clone(),
@@ -636,9 +669,10 @@ impl ServicePlan {
             let uses = template::uses(&t.text).map_err(terr)?;
             if let Some(missing) = template::unset(&uses, known) {
                 return Err(terr(format!(
-                    "variable(s) not set: {missing}; benchlab sets {} and {}; add others to the service's `vars`",
+                    "variable(s) not set: {missing}; benchlab sets {} and {}; add others to the service's `vars`{}",
                     RESERVED_VARS.join(", "),
-                    DEFAULT_VARS.join(", ")
+                    DEFAULT_VARS.join(", "),
+                    host_hint(&uses, known)
                 )));
             }
             if spec.kind == ServiceKind::Nginx && !says_daemon_off(&t.text) {
@@ -655,10 +689,25 @@ impl ServicePlan {
             };
             let uses = template::uses(a).map_err(aerr)?;
             if let Some(missing) = template::unset(&uses, known) {
-                return Err(aerr(format!("variable(s) not set: {missing}")));
+                return Err(aerr(format!(
+                    "variable(s) not set: {missing}{}",
+                    host_hint(&uses, known)
+                )));
             }
         }
         Ok(())
+    }
+}
+
+/// What an unset variable's error adds when one is a `{{host.NAME}}`.
+fn host_hint(uses: &[template::Use], known: impl Fn(&str) -> bool) -> &'static str {
+    if uses
+        .iter()
+        .any(|u| u.name.starts_with(template::HOST_PREFIX) && !known(&u.name))
+    {
+        " ({{host.NAME}} is the data address of the study's host NAME, set when that host has one)"
+    } else {
+        ""
     }
 }
 
@@ -829,6 +878,22 @@ mod tests {
             Probe::Amqp,
             "a broker's default probe speaks AMQP"
         );
+    }
+
+    #[test]
+    fn a_host_variable_is_the_address_the_controller_gives() {
+        let c = parse("name='c'\nkind='command'\nargv=['/bin/x', '-c', '{{host.gen}}']").unwrap();
+        let e = c.plan(Path::new("/")).unwrap_err().to_string();
+        assert!(e.contains("argv[2]") && e.contains("`host.gen`"), "{e}");
+        let mut asked = Vec::new();
+        let plan = c
+            .plan_with(Path::new("/"), &mut |h| {
+                asked.push(h.to_string());
+                Some("10.1.0.2".into())
+            })
+            .unwrap();
+        assert_eq!(asked, ["gen"]);
+        assert_eq!(plan.hosts["gen"], "10.1.0.2");
     }
 
     #[test]

@@ -26,14 +26,9 @@ pub fn uses(text: &str) -> Result<Vec<Use>, String> {
             return Err(format!("line {line}: `{{{{` is not closed by `}}}}`"));
         };
         let name = after[..j].trim();
-        let well_formed = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !well_formed || after[..j].contains('\n') {
+        if !well_formed(name) || after[..j].contains('\n') {
             return Err(format!(
-                "line {line}: `{{{{{}}}}}` is not a variable (a name of letters, digits and _)",
+                "line {line}: `{{{{{}}}}}` is not a variable (a name of letters, digits and _, or host.NAME)",
                 &after[..j]
             ));
         }
@@ -46,6 +41,38 @@ pub fn uses(text: &str) -> Result<Vec<Use>, String> {
         rest = &rest[used..];
     }
     Ok(out)
+}
+
+/// `{{host.NAME}}`: the data address of the study's host NAME.
+pub const HOST_PREFIX: &str = "host.";
+
+/// A variable's name: letters, digits and `_`, not starting with a
+/// digit; or `host.` and a host's name.
+fn well_formed(name: &str) -> bool {
+    if let Some(host) = name.strip_prefix(HOST_PREFIX) {
+        return !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    }
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The hosts a template names (`{{host.NAME}}`), each once; none when
+/// it is malformed (its use reports that).
+pub fn hosts(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for u in uses(text).unwrap_or_default() {
+        if let Some(h) = u.name.strip_prefix(HOST_PREFIX) {
+            if !out.iter().any(|o| o == h) {
+                out.push(h.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// The names among `uses` that `is_set` does not know, each once, with the
@@ -116,6 +143,17 @@ mod tests {
         assert!(uses("\n{{ two words }}").unwrap_err().contains("line 2"));
         assert!(uses("{{}}").is_err());
         assert!(uses("{{9x}}").is_err());
+        assert!(uses("{{host.}}").is_err());
+        assert!(uses("{{host.a b}}").is_err());
+        let v = vars(&[("host.b1-direct", "10.0.0.2")]);
+        assert_eq!(
+            render("to {{ host.b1-direct }}", &v).unwrap(),
+            "to 10.0.0.2"
+        );
+        assert_eq!(
+            hosts("{{host.a}} {{port}} {{host.b}} {{host.a}}"),
+            ["a", "b"]
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ const INLINE_PARAMS: &[ParamSpec] = &[
         name: "command",
         kind: ParamKind::Text,
         default: ParamDefault::Unset,
-        help: "the command line: words split as a shell would (quotes), run without a shell; placeholders {NAME} for every parameter, {scratch}, {repetition}, and for command.client {server.host}, {server.port}",
+        help: "the command line: words split as a shell would (quotes), run without a shell; placeholders {NAME} for every parameter, {scratch}, {repetition}, {host.NAME} (the data address of the study's host NAME), and for command.client {server.host}, {server.port}",
     },
     ParamSpec {
         name: "shell",
@@ -352,38 +352,48 @@ impl CommandWorkload {
         })
     }
 
+    /// The recipe's templates, each with the key a problem in it is
+    /// reported under (a tool's: its `kind`).
+    fn templates<'r>(&self, r: &'r Recipe) -> Vec<(&'static str, &'r str)> {
+        let key = |k: &'static str| if self.tool.is_some() { "kind" } else { k };
+        let mut templates = vec![(key("command"), r.command.as_str())];
+        templates.extend(r.before.iter().map(|b| (key("command"), b.as_str())));
+        if let Some(o) = &r.output {
+            templates.push((key("output"), o.as_str()));
+        }
+        templates
+    }
+
     /// Checks every placeholder of the recipe's templates: a parameter
     /// (with a value, when `params` is given) or one of benchlab's own.
     fn check_placeholders(&self, r: &Recipe, params: Option<&Params>) -> Result<(), Problem> {
-        let mut templates = vec![("command", r.command.as_str())];
-        templates.extend(r.before.iter().map(|b| ("command", b.as_str())));
-        if let Some(o) = &r.output {
-            templates.push(("output", o.as_str()));
-        }
-        let key = |k: &str| {
-            if self.tool.is_some() {
-                "kind".to_string()
-            } else {
-                k.to_string()
-            }
-        };
-        for (k, t) in templates {
-            for name in exec::placeholders(t).map_err(|e| ValidationError::new(key(k), e))? {
+        for (k, t) in self.templates(r) {
+            for name in exec::placeholders(t).map_err(|e| ValidationError::new(k, e))? {
                 let name = name.strip_suffix(CEIL).unwrap_or(&name).to_string();
                 if BUILTIN.contains(&name.as_str()) {
+                    continue;
+                }
+                if let Some(host) = name.strip_prefix(HOST_PREFIX) {
+                    // Which hosts exist is the study's to say (host_refs).
+                    if host.is_empty() {
+                        return Err(ValidationError::new(
+                            k,
+                            "`{host.}` names no host: `{host.NAME}` with a [[host]]'s name",
+                        ));
+                    }
                     continue;
                 }
                 if SERVER_BUILTIN.contains(&name.as_str()) {
                     if self.server == ServerMode::Service {
                         continue;
                     }
-                    return Err(ValidationError::new(key(k), format!("`{{{name}}}`: `{}` has no server (kind = \"command.client\" with service = \"NAME\" has one)", self.kind)));
+                    return Err(ValidationError::new(k, format!("`{{{name}}}`: `{}` has no server (kind = \"command.client\" with service = \"NAME\" has one)", self.kind)));
                 }
                 if !self.params.iter().any(|p| p.name == name) {
                     return Err(ValidationError::new(
-                        key(k),
+                        k,
                         format!(
-                            "unknown placeholder `{{{name}}}` (parameters: {}; benchlab's: {})",
+                            "unknown placeholder `{{{name}}}` (parameters: {}; benchlab's: {}, host.NAME)",
                             self.params
                                 .iter()
                                 .map(|p| p.name)
@@ -414,6 +424,8 @@ const CEIL: &str = ":ceil";
 
 /// Placeholders benchlab sets for every command.
 const BUILTIN: &[&str] = &["scratch", "repetition"];
+/// `{host.NAME}`: the data address of the study's host NAME.
+const HOST_PREFIX: &str = "host.";
 /// Placeholders set when a service serves the command.
 const SERVER_BUILTIN: &[&str] = &["server", "server.host", "server.port"];
 
@@ -479,6 +491,23 @@ impl Workload for CommandWorkload {
             }
         }
         Ok(())
+    }
+
+    fn host_refs(&self, params: &Params) -> Vec<(String, String)> {
+        let Ok(r) = self.recipe(params) else {
+            return Vec::new();
+        };
+        let mut refs: Vec<(String, String)> = Vec::new();
+        for (k, t) in self.templates(&r) {
+            for name in exec::placeholders(t).unwrap_or_default() {
+                if let Some(host) = name.strip_prefix(HOST_PREFIX) {
+                    if !host.is_empty() && !refs.iter().any(|(_, h)| h == host) {
+                        refs.push((k.to_string(), host.to_string()));
+                    }
+                }
+            }
+        }
+        refs
     }
 
     fn table_metrics(&self, params: &Params) -> Vec<MetricSpec> {
@@ -558,7 +587,10 @@ impl Workload for CommandWorkload {
                 "server" => server.map(|s| s.to_string()),
                 "server.host" => server.map(|s| s.ip().to_string()),
                 "server.port" => server.map(|s| s.port().to_string()),
-                other => params.get(other).map(word),
+                other => match other.strip_prefix(HOST_PREFIX) {
+                    Some(host) => ctx.hosts.get(host).cloned(),
+                    None => params.get(other).map(word),
+                },
             }
         };
         let mut env: Vec<(String, String)> = params
@@ -567,6 +599,20 @@ impl Workload for CommandWorkload {
             .map(|(k, v)| (format!("BENCHLAB_{}", k.to_uppercase()), word(v)))
             .collect();
         env.push(("BENCHLAB_SCRATCH".into(), scratch_text.clone()));
+        // A shell script's view of `{host.NAME}`: BENCHLAB_HOST_NAME.
+        for (name, address) in &ctx.hosts {
+            let var: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            env.push((format!("BENCHLAB_HOST_{var}"), address.clone()));
+        }
         if let Some(s) = server {
             env.push(("BENCHLAB_SERVER_HOST".into(), s.ip().to_string()));
             env.push(("BENCHLAB_SERVER_PORT".into(), s.port().to_string()));

@@ -952,6 +952,41 @@ fn a_users_script_with_a_lines_parser() {
     assert!(sample.metrics["command_wall_s"] > 0.0);
 }
 
+/// `{host.NAME}` is the address the controller sent for the study's host
+/// NAME (a word of its own, and BENCHLAB_HOST_NAME for a shell); the
+/// hosts a point names are what the study checks and the engine resolves.
+#[test]
+fn a_host_placeholder_is_the_address_of_that_host() {
+    let p = inline(&[
+        (
+            "command",
+            s("sh -c 'echo \"octet: ${{1##*.}}\"; echo \"env: ${{BENCHLAB_HOST_LOAD_GEN##*.}}\"' sh {host.sut}"),
+        ),
+        ("metrics", s("octet (n) higher: octet\nenv (n) higher: env")),
+    ]);
+    assert_eq!(
+        COMMAND.host_refs(&p),
+        vec![("command".to_string(), "sut".to_string())]
+    );
+    let mut ctx = ClientCtx::single(None, 0, Arc::new(AtomicBool::new(false)));
+    ctx.hosts.insert("sut".into(), "10.9.8.7".into());
+    ctx.hosts.insert("load-gen".into(), "10.9.8.6".into());
+    let side = COMMAND.run_client(&p, &ctx).unwrap();
+    assert_eq!(side.values["octet"], 7.0);
+    assert_eq!(side.values["env"], 6.0);
+    // A host the controller did not send fails the point, naming it.
+    let ctx = ClientCtx::single(None, 0, Arc::new(AtomicBool::new(false)));
+    let e = COMMAND.run_client(&p, &ctx).unwrap_err().to_string();
+    assert!(e.contains("{host.sut}"), "{e}");
+    // `{host.}` names no host.
+    let mut bad = Params::defaults(COMMAND.params());
+    bad.set("command", s("ping {host.}"));
+    bad.set("metrics", s("x (s) lower: x"));
+    let e = COMMAND.validate(&bad).unwrap_err();
+    assert_eq!(e.key, "command");
+    assert!(e.message.contains("names no host"), "{}", e.message);
+}
+
 #[test]
 fn whole_seconds_round_up_for_tools_that_take_integers() {
     let mut p = inline(&[

@@ -135,6 +135,7 @@ impl Ctx<'_> {
                 }
                 None => {
                     self.check_service(registry, &spec, item, t, &path)?;
+                    self.check_argv_hosts(&spec, item, t, &path, host_names)?;
                     None
                 }
             };
@@ -146,6 +147,43 @@ impl Ctx<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// Every `{{host.NAME}}` of a command's `argv` names a host of the
+    /// study (the engine gives the service its address).
+    fn check_argv_hosts(
+        &self,
+        spec: &serde_json::Value,
+        item: &Val,
+        t: &Tab,
+        path: &str,
+        host_names: &[&str],
+    ) -> Result<(), StudyError> {
+        let Some(argv) = spec.get("argv").and_then(|a| a.as_array()) else {
+            return Ok(());
+        };
+        for (i, a) in argv.iter().enumerate() {
+            let mut rest = a.as_str().unwrap_or_default();
+            while let Some(start) = rest.find("{{") {
+                let after = &rest[start + 2..];
+                let Some(end) = after.find("}}") else { break };
+                if let Some(host) = after[..end].trim().strip_prefix("host.") {
+                    if !host_names.contains(&host) {
+                        let span = t.get("argv").map(|v| v.span()).unwrap_or(item.span());
+                        return Err(self.err(
+                            span,
+                            &format!("{path}.argv[{i}]"),
+                            format!(
+                                "`{{{{host.{host}}}}}`: no host is named `{host}` (hosts: {}); define it with [[host]]",
+                                quoted_list(host_names)
+                            ),
+                        ));
+                    }
+                }
+                rest = &after[end + 2..];
+            }
+        }
+        Ok(())
     }
 
     /// Runs the registry's service check on a spec; its error names a key

@@ -231,7 +231,7 @@ impl Ctx<'_> {
             client,
             client_hosts,
         };
-        self.check_points(&w, &entry)?;
+        self.check_points(&w, &entry, known.host_names)?;
         Ok(entry)
     }
 
@@ -551,20 +551,36 @@ impl Ctx<'_> {
 
     /// Stage two: every expanded point, under every configuration's
     /// overrides, must satisfy the workload's own rules.
-    fn check_points(&self, w: &Item, entry: &WorkloadEntry) -> Result<(), StudyError> {
+    /// Also: every host a point names (`{host.NAME}`) is one of the
+    /// study's.
+    fn check_points(
+        &self,
+        w: &Item,
+        entry: &WorkloadEntry,
+        host_names: &[&str],
+    ) -> Result<(), StudyError> {
         let Item {
             t, item, path, wl, ..
         } = *w;
+        let span = |key: &str| t.get(key).map(|v| v.span()).unwrap_or(item.span());
         for point in entry.points() {
             for o in &entry.overrides {
                 let mut p = point.clone();
                 p.0.extend(o.0.clone());
                 if let Err(e) = wl.validate(&p) {
-                    let span = t
-                        .get(e.key.as_str())
-                        .map(|v| v.span())
-                        .unwrap_or(item.span());
-                    return Err(self.err(span, &format!("{path}.{}", e.key), e.message));
+                    return Err(self.err(span(&e.key), &format!("{path}.{}", e.key), e.message));
+                }
+                for (key, host) in wl.host_refs(&p) {
+                    if !host_names.contains(&host.as_str()) {
+                        return Err(self.err(
+                            span(&key),
+                            &format!("{path}.{key}"),
+                            format!(
+                                "`{{host.{host}}}`: no host is named `{host}` (hosts: {}); define it with [[host]]",
+                                quoted_list(host_names)
+                            ),
+                        ));
+                    }
                 }
             }
         }
