@@ -203,12 +203,7 @@ fn assert_nothing_left(s: &Scratch) {
 }
 
 fn assert_success(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(out);
 }
 
 /// Exactly `passes` passes of a known mix per client over SMB1 and SMB3:

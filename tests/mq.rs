@@ -478,12 +478,7 @@ password_env = "{PASSWORD_VAR}"
         .args(["run", f.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let j = s.json("1");
     let points = j["points"].as_array().unwrap();
     let tp: Vec<&serde_json::Value> = points

@@ -235,22 +235,7 @@ fn list<T: Into<toml::Value>>(v: Vec<T>) -> toml::Value {
 /// `benchlab run` in `s`, with its services' scratch files in `s`.
 fn run(s: &Scratch, doc: &toml::Table, extra: &[&str]) {
     let f = s.study("quick.toml", &toml::to_string(doc).unwrap());
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let out = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .arg("run")
-        .args(extra)
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    s.run_study(&f, extra);
 }
 
 /// The documented compare: shown in the study's header and in

@@ -96,22 +96,7 @@ fn seed_004_quick() -> String {
 
 /// `benchlab run` in `s`, with its services' scratch files in `s`.
 fn run(s: &Scratch, study: &Path, extra: &[&str]) {
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let out = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .arg("run")
-        .args(extra)
-        .arg(study)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    s.run_study(study, extra);
 }
 
 /// Seed 003's documented commands (docs/study-files.md): the seed's

@@ -150,12 +150,7 @@ fn web_load_against_a_managed_nginx_matches_its_access_log() {
         .args(["run", f.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     // The server's own count: one access-log line per answered request,
     // all 200. The generator drains every request it sent before a point
     // ends, so nothing is in flight and the counts are equal.

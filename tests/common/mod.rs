@@ -62,9 +62,37 @@ impl Scratch {
         String::from_utf8(out.stdout).expect("utf-8 output")
     }
 
+    /// `benchlab run [EXTRA…] STUDY`, its services' scratch files under
+    /// the scratch directory (TMPDIR), asserted to succeed.
+    pub fn run_study(&self, study: &Path, extra: &[&str]) -> Output {
+        let tmp = self.path("tmp");
+        std::fs::create_dir_all(&tmp).expect("scratch tmp");
+        let out = self
+            .benchlab()
+            .env("TMPDIR", &tmp)
+            .arg("run")
+            .args(extra)
+            .arg(study)
+            .output()
+            .expect("run benchlab");
+        assert_success(&out);
+        out
+    }
+
     pub fn json(&self, run: &str) -> serde_json::Value {
         serde_json::from_str(&self.run_ok(&["show", run, "--format", "json"])).expect("json output")
     }
+}
+
+/// Asserts a command succeeded, showing its output when it did not.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The repository root (for shipped studies).
