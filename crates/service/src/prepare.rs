@@ -374,7 +374,10 @@ fn sh_quote(s: &str) -> String {
 
 /// How benchlab runs RabbitMQ: `sh -c SCRIPT`, where the script makes the
 /// broker's directories in the scratch directory, writes the environment
-/// (also to `rabbitmq-env.sh`, and a `rabbitmqctl` wrapper that uses it),
+/// (also to `rabbitmq-env.sh`, and a `rabbitmqctl` wrapper that uses it
+/// and forbids every Erlang VM it starts to daemonise an epmd: the CLI's
+/// epmd check starts one whenever the broker's is gone, and a daemonised
+/// epmd outlives the service),
 /// starts epmd in the foreground *in the service's process group* — so
 /// that a stop, or `benchlab restore` after a SIGKILL, ends it with the
 /// broker (a daemonised epmd, as Erlang starts by itself, would outlive
@@ -441,7 +444,7 @@ fn rabbitmq_argv(
          mkdir -p {home} {mnesia} {log}\n\
          echo '[].' > {plugins}\n\
          printf '%s\\n' {export_line} > {envfile}\n\
-         printf '#!/bin/sh\\n. %s\\nexec /usr/lib/rabbitmq/bin/rabbitmqctl \"$@\"\\n' {envfile} > {ctl}\n\
+         printf '#!/bin/sh\\n. %s\\nERL_FLAGS=\"-start_epmd false\" exec /usr/lib/rabbitmq/bin/rabbitmqctl \"$@\"\\n' {envfile} > {ctl}\n\
          chmod 0700 {ctl}\n\
          export {exports}\n\
          /usr/bin/epmd -address {bind_q} -port {epmd_q} &\n\
