@@ -269,8 +269,17 @@ fn import(s: &Scratch, csv: &str) {
     s.run_ok(&["import", p.to_str().unwrap()]);
 }
 
+/// One test at a time: seed 002's applies a realtime profile and shields
+/// CPU 1, which makes another test's pinning to CPU 1 fail meanwhile.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn seed_000_published_rows_beside_a_quick_run() {
+    let _serial = serial();
     let mut doc = study("seed-000-network.toml");
     keep(&mut doc, "configuration", &["out-of-box"]);
     keep(&mut doc, "workload", &["stream", "rr"]);
@@ -305,6 +314,7 @@ fn seed_000_published_rows_beside_a_quick_run() {
 
 #[test]
 fn seed_001_published_rows_beside_a_quick_run() {
+    let _serial = serial();
     if !Path::new("/sbin/mkfs.ext4").exists() {
         return benchlab_testkit::missing("mkfs.ext4 (Debian package e2fsprogs)");
     }
@@ -369,6 +379,7 @@ fn seed_001_published_rows_beside_a_quick_run() {
 
 #[test]
 fn seed_004_file_server_published_rows_beside_a_quick_run() {
+    let _serial = serial();
     for (what, path) in [
         ("Samba (Debian package samba)", "/usr/sbin/smbd"),
         (
@@ -419,6 +430,7 @@ fn seed_004_file_server_published_rows_beside_a_quick_run() {
 
 #[test]
 fn seed_002_published_rows_beside_a_quick_run() {
+    let _serial = serial();
     // The study as shipped (its test bed, profile, load and shielding)
     // under the documented compare's one measured configuration.
     let mut doc = study("seed-002-realtime.toml");
