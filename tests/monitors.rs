@@ -83,14 +83,16 @@ fn proc_stat() -> Vec<(u64, u64)> {
 /// busy in the monitors, and every CPU's busy share agrees with
 /// `/proc/stat` read by the test over the same window within 5
 /// percentage points.
+/// Whether this machine has the two CPUs a planted-load test needs (one
+/// loaded, one quiet).
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+}
+
 #[test]
 fn monitors_show_a_pinned_load_as_proc_stat_does() {
     benchlab_testkit::require!(root);
-    if std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        < 2
-    {
+    if !two_cpus() {
         return benchlab_testkit::unsupported("needs 2 CPUs (one loaded, one not)");
     }
     let _g = serial();
@@ -335,11 +337,7 @@ metrics = "written (MiB) higher: written"
 #[test]
 fn the_report_names_the_cpu_a_planted_load_kept_busy() {
     benchlab_testkit::require!(root, "dd");
-    if std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        < 2
-    {
+    if !two_cpus() {
         return benchlab_testkit::unsupported("needs 2 CPUs (one loaded, one not)");
     }
     let _g = serial();
