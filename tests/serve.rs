@@ -53,10 +53,10 @@ fn verdict_class(v: &Value) -> &'static str {
 
 /// The results tables of the comparison as the browser shows them: per
 /// table (each follows its `h4` title), the rows of (class, text) cells;
-/// the monitors' tables (also under `h4`s) are not result tables.
+/// the monitors' tables (under `h4.monitors`) are not result tables.
 const READ_TABLES: &str = "
 var out=[];document.querySelectorAll('#comparison h4').forEach(function(h){
-if(h.innerText.indexOf('System monitors')===0)return;
+if(h.classList.contains('monitors'))return;
 var t=h.nextElementSibling;while(t&&t.tagName!=='TABLE'){t=t.nextElementSibling;}
 if(!t)return;var rows=[];t.querySelectorAll('tr').forEach(function(tr,i){if(i===0)return;
 var cells=[];tr.querySelectorAll('td').forEach(function(td){cells.push([td.className,td.innerText]);});rows.push(cells);});

@@ -737,7 +737,11 @@ pub fn html(
         return;
     }
     let esc = crate::html::esc;
-    let _ = writeln!(o, "<h4>System monitors: {}</h4>", esc(workload));
+    let _ = writeln!(
+        o,
+        "<h4 class=\"monitors\">System monitors: {}</h4>",
+        esc(workload)
+    );
     o.push_str("<div class=\"scroll\">");
     let rows = table_rows(r, workload);
     o.push_str("<table>");
