@@ -267,10 +267,11 @@ fn shipped_studies_validate() {
     // reached through the test bed's bridge or over direct links.
     let out = s.run_ok(&["check", dir.join("seed-003-broker.toml").to_str().unwrap()]);
     assert!(
-        out.contains("2 configuration(s)")
+        out.contains("4 configuration(s)")
             && out.contains(
-                "configuration direct: runs on other hosts: b1 → b1-direct, b2 → b2-direct"
-            ),
+                "configuration host-direct: runs on other hosts: b1 → b1-direct, b2 → b2-direct"
+            )
+            && out.contains("configuration guest-direct: runs on other hosts: b1 → g1-direct, b2 → g2-direct"),
         "{out}"
     );
     let bed = benchlab_testbed::parse_spec(

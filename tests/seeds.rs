@@ -442,8 +442,8 @@ fn seed_003_every_published_row_is_planned() {
         "seed-003-broker.csv",
         "seed-003-broker.toml",
         &|c| match c {
-            "KVM bridged" => Some("bridged"),
-            "KVM PCI passthrough" => Some("direct"),
+            "KVM bridged" => Some("guest-bridged"),
+            "KVM PCI passthrough" => Some("guest-direct"),
             _ => None,
         },
     );
@@ -799,6 +799,7 @@ fn split_comment(s: &str) -> (&str, &str) {
 fn param_lines(text: &str) -> Vec<ParamLine> {
     let mut out = Vec::new();
     let mut section: Option<String> = None;
+    let mut last_host: Option<String> = None;
     let mut above: Vec<&str> = Vec::new();
     let lines: Vec<&str> = text.lines().collect();
     for (i, raw) in lines.iter().enumerate() {
@@ -810,7 +811,9 @@ fn param_lines(text: &str) -> Vec<ParamLine> {
         if l.starts_with('[') {
             section = match l {
                 "[defaults]" => Some("defaults".into()),
-                "[[configuration]]" | "[[workload]]" | "[[service]]" => {
+                // A guest's table belongs to the host above it.
+                "[host.guest]" => last_host.as_ref().map(|h| format!("{h}.guest")),
+                "[[configuration]]" | "[[workload]]" | "[[service]]" | "[[host]]" => {
                     // Named by the table's `name` key.
                     let name = lines[i + 1..]
                         .iter()
@@ -818,10 +821,9 @@ fn param_lines(text: &str) -> Vec<ParamLine> {
                         .find_map(|x| x.trim().strip_prefix("name = \""))
                         .map(|x| x.trim_end_matches('"').to_string())
                         .unwrap_or_default();
-                    Some(format!(
-                        "{}.{name}",
-                        l.trim_matches(|c| c == '[' || c == ']')
-                    ))
+                    let sec = format!("{}.{name}", l.trim_matches(|c| c == '[' || c == ']'));
+                    last_host = (l == "[[host]]").then(|| sec.clone());
+                    Some(sec)
                 }
                 _ => None,
             };
@@ -861,6 +863,9 @@ const STRUCTURAL: &[&str] = &[
     "netns",
     "address",
     "hosts",
+    "bridge",
+    "ip",
+    "peer",
     "secrets",
     "probe",
     "ready_timeout_s",
@@ -989,6 +994,25 @@ fn a_value_credited_wrongly_or_not_at_all_is_found() {
         let changed = text.replacen(from, to, 1);
         assert!(
             !untraced(file, &changed, "000", &facts).is_empty(),
+            "{from} -> {to} went unnoticed"
+        );
+    }
+    // A guest's table is checked as the host's own: seed 003's.
+    let file = "seed-003-broker.toml";
+    let text = std::fs::read_to_string(repo().join("studies").join(file)).unwrap();
+    let facts = parameter_facts("003");
+    assert!(untraced(file, &text, "003", &facts).is_empty());
+    for (from, to) in [
+        (
+            "hugepages = true                 # seed 003_fd63d6a03131aa3b.txt:738",
+            "hugepages = false                # seed 003_fd63d6a03131aa3b.txt:738",
+        ),
+        ("# benchlab's choice: as g1.\nvcpus = 1", "vcpus = 1"),
+    ] {
+        assert!(text.contains(from), "{from}");
+        let changed = text.replacen(from, to, 1);
+        assert!(
+            !untraced(file, &changed, "003", &facts).is_empty(),
             "{from} -> {to} went unnoticed"
         );
     }
@@ -1161,6 +1185,7 @@ fn each_seed_studys_documented_commands_name_real_columns() {
         "seed-000-network.toml",
         "seed-001-iozone.toml",
         "seed-002-realtime.toml",
+        "seed-003-broker.toml",
         "seed-004-web.toml",
         "seed-004-fileserver.toml",
     ] {

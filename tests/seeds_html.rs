@@ -9,7 +9,7 @@
 //! draws the chart or prints the table, to keep the test near a minute:
 //! - seed 003: its `latencytest-1-broker` workload as the file declares it
 //!   (rate, TCP_NODELAY, prefetch, ack, its broker's settings), under its
-//!   `direct` configuration, at the first and last of its sizes, with
+//!   `guest-direct` configuration, at the first and last of its sizes, with
 //!   `--quick`; the broker runs on a local host instead of the study's bed
 //!   (namespaces or guests: what the chart shows does not depend on it).
 //! - seed 004: `seed-004-web.toml` as shipped with `--quick --scale 0.01`
@@ -68,7 +68,7 @@ fn seed_003_quick() -> String {
     let service_name = workload["service"].as_str().unwrap().to_string();
     let mut service = named("service", &service_name);
     service.insert("host".into(), "broker".into());
-    let mut config = named("configuration", "direct");
+    let mut config = named("configuration", "guest-direct");
     config.remove("hosts");
     let mut host = toml::Table::new();
     host.insert("name".into(), "broker".into());
@@ -100,7 +100,7 @@ fn run(s: &Scratch, study: &Path, extra: &[&str]) {
 }
 
 /// Seed 003's documented commands (docs/study-files.md): the seed's
-/// figures imported as run 2 and compared with the quick run's `direct`;
+/// figures imported as run 2 and compared with the quick run's `guest-direct`;
 /// every published latencytest row of the sizes the run measured finds its
 /// measured figure in the same row.
 fn seed_003_documented_compare(s: &Scratch) {
@@ -112,17 +112,17 @@ fn seed_003_documented_compare(s: &Scratch) {
             .unwrap(),
     ]);
     let docs = std::fs::read_to_string(repo().join("docs/study-files.md")).unwrap();
-    let cmd = "benchlab compare 2:\"KVM PCI passthrough\" 1:direct";
+    let cmd = "benchlab compare 2:\"KVM PCI passthrough\" 1:guest-direct";
     assert!(
         docs.contains(cmd),
         "docs/study-files.md no longer shows `{cmd}`"
     );
-    let text = s.run_ok(&["compare", "2:KVM PCI passthrough", "1:direct"]);
+    let text = s.run_ok(&["compare", "2:KVM PCI passthrough", "1:guest-direct"]);
     println!("{text}");
     let j: Value = serde_json::from_str(&s.run_ok(&[
         "compare",
         "2:KVM PCI passthrough",
-        "1:direct",
+        "1:guest-direct",
         "--format",
         "json",
     ]))
@@ -203,7 +203,7 @@ fn seed_003_latency_chart_and_seed_004_pairs_in_chromium() {
         chart["label"]
             .as_str()
             .unwrap()
-            .starts_with("latencytest-1-broker · direct"),
+            .starts_with("latencytest-1-broker · guest-direct"),
         "{chart}"
     );
     let lines = chart["lines"].as_array().unwrap();
