@@ -271,7 +271,9 @@ fn shipped_studies_validate() {
             && out.contains(
                 "configuration host-direct: runs on other hosts: b1 → b1-direct, b2 → b2-direct"
             )
-            && out.contains("configuration guest-direct: runs on other hosts: b1 → g1-direct, b2 → g2-direct"),
+            && out.contains(
+                "configuration guest-direct: runs on other hosts: b1 → g1-direct, b2 → g2-direct"
+            ),
         "{out}"
     );
     let bed = benchlab_testbed::parse_spec(
