@@ -404,6 +404,55 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
             && err.contains("nothing was run"),
         "{err}"
     );
+    // A vCPU pinned to a CPU that another role of the same configuration
+    // holds on this machine: a pinned client side (on the local
+    // `generator`), by the configuration or by its profile, the shield.
+    // Not named: the profile's server side (it runs in the guest, on the
+    // guest's CPUs), a configuration that pins its client elsewhere.
+    let cpus = benchlab_guest::spec::online_cpus();
+    let cpu = *cpus.last().unwrap();
+    s.study(
+        "pin.toml",
+        &format!("[server]\ncpus = \"{cpu}\"\n[client]\ncpus = \"{cpu}\"\n"),
+    );
+    let mut held = study(&format!(", cpus = [{cpu}]"));
+    held.push_str(&format!(
+        "[[configuration]]\nname = \"pinned\"\nclient = {{ cpus = \"{cpu}\" }}\n\
+         [[configuration]]\nname = \"profiled\"\nprofile = \"pin.toml\"\n\
+         [[configuration]]\nname = \"shielded\"\nshield = \"{cpu}\"\n"
+    ));
+    if cpus.len() > 1 {
+        held.push_str(&format!(
+            "[[configuration]]\nname = \"apart\"\nclient = {{ cpus = \"{}\" }}\n",
+            cpus[0]
+        ));
+    }
+    let f = s.study("held.toml", &held);
+    let out = s.run(&["run", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let free = cpus[..cpus.len() - 1]
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let free = if free.is_empty() {
+        "none here".into()
+    } else {
+        free
+    };
+    assert!(
+        err.contains(&format!(
+            "host `vm`: guest.cpus: CPU {cpu} is held by `client.cpus` (the client side of workload `net.pingpong` on host `generator`) in configuration `pinned`: a vCPU thread pinned there would compete with it; allowed: CPUs no other role of the configuration holds ({free})"
+        )) && err.contains(&format!(
+            "host `vm`: guest.cpus: CPU {cpu} is held by profile `pin.toml`'s `[client] cpus` (the client side of workload `net.pingpong` on host `generator`) in configuration `profiled`"
+        )) && err.contains(&format!(
+            "host `vm`: guest.cpus: CPU {cpu} is held by the shield (`shield`) in configuration `shielded`"
+        )) && !err.contains("`apart`")
+            && !err.contains("server side")
+            && err.contains("nothing was run"),
+        "{err}"
+    );
     // No guest kernel: the error names the set-up command that brings it.
     let empty = s.path("empty-cache");
     std::fs::create_dir_all(&empty).unwrap();

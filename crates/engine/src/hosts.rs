@@ -781,11 +781,15 @@ impl Pool {
     }
 }
 
-/// Pinned vCPUs two guests of one configuration would share.
+/// Pinned vCPUs that would compete with another role of the same
+/// configuration: another guest's vCPUs, or what the configuration pins
+/// to this machine's CPUs ([`cpus_held_here`]).
 fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>) -> Vec<String> {
     let used: Vec<&String> = used.collect();
+    let online = benchlab_guest::spec::online_cpus();
     let mut problems = Vec::new();
     for config in &study.configurations {
+        let roles = cpus_held_here(study, config, &used);
         let mut held: BTreeMap<usize, &str> = BTreeMap::new();
         let mut hosts: Vec<&str> = Vec::new();
         for w in &study.workloads {
@@ -812,6 +816,18 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
             if let Transport::Guest(g) = &host.transport {
                 guests.push((h, g.memory_mib));
                 for &c in &g.cpus {
+                    if let Some(role) = roles.get(&c) {
+                        let free: Vec<usize> = online
+                            .iter()
+                            .copied()
+                            .filter(|c| !roles.contains_key(c))
+                            .collect();
+                        problems.push(format!(
+                            "host `{h}`: guest.cpus: CPU {c} is held by {role} in configuration `{}`: a vCPU thread pinned there would compete with it; allowed: CPUs no other role of the configuration holds ({})",
+                            config.name,
+                            if free.is_empty() { "none here".into() } else { benchlab_guest::spec::list(&free) }
+                        ));
+                    }
                     if let Some(other) = held.insert(c, h) {
                         if other != h {
                             problems.push(format!(
@@ -845,4 +861,82 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
     problems.sort();
     problems.dedup();
     problems
+}
+
+/// This machine's CPUs that a configuration gives to a role other than
+/// its guests, each with the key that does: its `shield` (taken from every
+/// other task, a guest's vCPU threads too) when the run has a host on this
+/// machine, and the `cpus` of the sides and managed services it runs on
+/// local and namespace hosts (from the configuration, else its profile):
+/// a side pinned to a vCPU's CPU competes with it for that CPU. Sides in a
+/// guest pin the guest's own CPUs, and sides over SSH or a TCP agent
+/// another machine's: neither holds this machine's. A background `load`
+/// is not counted: loading the CPUs a guest runs on is what it is for.
+fn cpus_held_here(
+    study: &Study,
+    config: &benchlab_core::study::Configuration,
+    used: &[&String],
+) -> BTreeMap<usize, String> {
+    let here = |name: &str| {
+        used.iter().any(|u| u.as_str() == name)
+            && study.hosts.iter().any(|h| {
+                h.name == name && matches!(h.transport, Transport::Local | Transport::Netns(_))
+            })
+    };
+    let mut held: BTreeMap<usize, String> = BTreeMap::new();
+    if let Some(shield) = &config.env.shield {
+        if used.iter().any(|u| here(u)) {
+            for &c in shield {
+                held.entry(c)
+                    .or_insert_with(|| "the shield (`shield`)".into());
+            }
+        }
+    }
+    for w in &study.workloads {
+        let profile = config.env.profile_of(&w.name);
+        let loaded = profile.and_then(|p| crate::envrun::load_profile(study, p).ok());
+        let sides = [
+            ("server", &config.server, &w.servers),
+            ("client", &config.client, &w.client_hosts),
+        ];
+        for (side, placement, hosts) in sides {
+            let mut placement = placement.clone();
+            let mut key = format!("`{side}.cpus`");
+            if placement.cpus.is_none() {
+                if let Some(l) = &loaded {
+                    let s = if side == "server" {
+                        &l.profile.server
+                    } else {
+                        &l.profile.client
+                    };
+                    if s.fill(&mut placement).is_ok() {
+                        key = format!("profile `{}`'s `[{side}] cpus`", l.name);
+                    }
+                }
+            }
+            let Some(cpus) = placement.cpus else { continue };
+            for h in hosts.iter().map(|h| config.host(h)).filter(|h| here(h)) {
+                for &c in &cpus {
+                    held.entry(c).or_insert_with(|| {
+                        format!(
+                            "{key} (the {side} side of workload `{}` on host `{h}`)",
+                            w.name
+                        )
+                    });
+                }
+            }
+        }
+    }
+    for d in config
+        .services
+        .iter()
+        .filter(|d| d.address.is_none() && here(&d.host))
+    {
+        let spec = serde_json::from_value::<benchlab_service::spec::ServiceSpec>(d.spec.clone());
+        for c in spec.ok().and_then(|s| s.cpus).unwrap_or_default() {
+            held.entry(c)
+                .or_insert_with(|| format!("service `{}`'s `cpus` (on host `{}`)", d.name, d.host));
+        }
+    }
+    held
 }
