@@ -12,9 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use benchlab_env::journal::{Change, Journal};
-use serde::{Deserialize, Serialize};
 
-use crate::accel::{self, EMULATED};
+use crate::accel;
 use crate::kernel::Kernel;
 use crate::mux::Mux;
 use crate::qmp::Qmp;
@@ -36,44 +35,9 @@ const HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
-/// What the inventory appendix says about a guest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Facts {
-    /// The study's host name.
-    pub host: String,
-    /// QEMU's version.
-    pub qemu: String,
-    /// The machine type.
-    pub machine: String,
-    /// "kvm" or "tcg".
-    pub accel: String,
-    /// Why the guest is emulated (TCG), when it is.
-    pub emulated: Option<String>,
-    /// vCPUs.
-    pub vcpus: u32,
-    /// Host CPU of each vCPU's thread (`None`: not pinned).
-    pub vcpu_cpus: Vec<Option<usize>>,
-    /// Each vCPU's QEMU thread id.
-    pub vcpu_threads: Vec<i32>,
-    /// Memory, MiB.
-    pub memory_mib: u64,
-    /// "2 MiB huge pages (hugetlb memfd, preallocated)" or "anonymous".
-    pub memory_backing: String,
-    /// The NIC and where it is joined.
-    pub nic: String,
-    /// The guest's kernel release.
-    pub kernel: String,
-    /// Seconds from QEMU's start to the guest's agent channel being up.
-    pub boot_s: f64,
-}
-
-impl Facts {
-    /// The mark for every output of this guest's figures: `None` under
-    /// KVM.
-    pub fn mark(&self) -> Option<String> {
-        self.emulated.as_ref().map(|_| EMULATED.to_string())
-    }
-}
+/// What the inventory appendix says about a guest (defined beside the
+/// inventory it joins).
+pub use benchlab_inventory::GuestFacts as Facts;
 
 /// A booted guest. Stopped (QEMU ended, its scratch directory removed,
 /// its huge pages given back, its journal closed) by [`Guest::stop`] or

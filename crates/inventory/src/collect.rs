@@ -135,6 +135,7 @@ impl Collector {
             sysctls,
             tools: Tools::default(),
             warnings: self.warnings,
+            guest: None,
         }
     }
 

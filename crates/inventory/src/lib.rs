@@ -63,6 +63,42 @@ pub struct Inventory {
     pub tools: Tools,
     /// One line per item that could not be read, saying what and why.
     pub warnings: Vec<String>,
+    /// What benchlab booted when the host is a QEMU guest (the controller
+    /// adds it to the inventory the guest's agent took).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest: Option<GuestFacts>,
+}
+
+/// A QEMU guest as booted: what the inventory appendix says of it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GuestFacts {
+    /// The study's host name.
+    pub host: String,
+    /// QEMU's version.
+    pub qemu: String,
+    /// The machine type.
+    pub machine: String,
+    /// "kvm" or "tcg".
+    pub accel: String,
+    /// Why the guest is emulated (TCG), when it is.
+    pub emulated: Option<String>,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Host CPU of each vCPU's thread (`None`: not pinned).
+    pub vcpu_cpus: Vec<Option<usize>>,
+    /// Each vCPU's QEMU thread id.
+    pub vcpu_threads: Vec<i32>,
+    /// Memory, MiB.
+    pub memory_mib: u64,
+    /// "2 MiB huge pages (hugetlb memfd, preallocated)" or "anonymous".
+    pub memory_backing: String,
+    /// The NIC and where it is joined.
+    pub nic: String,
+    /// The guest's kernel release.
+    pub kernel: String,
+    /// Seconds from QEMU's start to the guest's agent channel being up.
+    pub boot_s: f64,
 }
 
 /// Platform identity from DMI/SMBIOS (`/sys/class/dmi/id`).

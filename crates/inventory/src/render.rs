@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use crate::parse::parse_cpu_list;
-use crate::{CacheInfo, Disk, Filesystem, Inventory, Nic};
+use crate::{CacheInfo, Disk, Filesystem, GuestFacts, Inventory, Nic};
 
 /// What a value the collector could not read is shown as.
 const UNKNOWN: &str = "unknown";
@@ -447,6 +447,24 @@ pub fn host_table(hosts: &[(&str, &Inventory)]) -> HostTable {
         }
     }
 
+    if hosts.iter().any(|(_, i)| i.guest.is_some()) {
+        // A guest's machine as QEMU was asked for it; hosts that are no
+        // guest show the absent mark.
+        heading(&mut rows, "Guest (QEMU)");
+        let g = guest_cell;
+        row(&mut rows, "QEMU version", &|i| g(i, &|g| g.qemu.clone()));
+        row(&mut rows, "Machine type", &|i| g(i, &|g| g.machine.clone()));
+        row(&mut rows, "Acceleration", &|i| g(i, &guest_accel));
+        row(&mut rows, "vCPUs → host CPUs", &|i| g(i, &vcpu_map));
+        row(&mut rows, "Memory (MiB), backing", &|i| {
+            g(i, &|g| format!("{}, {}", g.memory_mib, g.memory_backing))
+        });
+        row(&mut rows, "NIC", &|i| g(i, &|g| g.nic.clone()));
+        row(&mut rows, "Boot to agent (s)", &|i| {
+            g(i, &|g| format!("{:.1}", g.boot_s))
+        });
+    }
+
     heading(&mut rows, "Collection");
     row(&mut rows, "Collected at", &|i| {
         text_or_unknown(&i.collected_at)
@@ -462,6 +480,39 @@ pub fn host_table(hosts: &[(&str, &Inventory)]) -> HostTable {
 }
 
 // ---- value formatting shared by both renderers ------------------------------
+
+/// A guest row's cell: the absent mark on a host that is no guest.
+fn guest_cell(i: &Inventory, f: &dyn Fn(&GuestFacts) -> String) -> String {
+    i.guest.as_ref().map_or_else(|| ABSENT.to_string(), f)
+}
+
+/// "tcg (emulated: why)" or "kvm".
+fn guest_accel(g: &GuestFacts) -> String {
+    match &g.emulated {
+        Some(why) => format!(
+            "{} (emulated, not a virtualization measurement: {why})",
+            g.accel
+        ),
+        None => g.accel.clone(),
+    }
+}
+
+/// "0→1, 1→3" (vCPU → host CPU), "not pinned" for a vCPU left to the
+/// scheduler.
+fn vcpu_map(g: &GuestFacts) -> String {
+    if g.vcpu_cpus.is_empty() {
+        return format!("{} vCPU(s), not pinned", g.vcpus);
+    }
+    g.vcpu_cpus
+        .iter()
+        .enumerate()
+        .map(|(v, c)| match c {
+            Some(c) => format!("{v}→{c}"),
+            None => format!("{v}→not pinned"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Escapes what would break a table cell: pipes and line breaks.
 fn cell(text: &str) -> String {
@@ -907,9 +958,57 @@ mod tests {
             .into(),
             tools: Tools::default(),
             warnings: Vec::new(),
+            guest: None,
         };
         inv.tools.extra.insert("benchlab".into(), "0.1.0".into());
         inv
+    }
+
+    #[test]
+    fn a_guest_gets_its_rows_and_a_host_that_is_none_the_absent_mark() {
+        let metal = host("metal", "performance", "212992");
+        let mut vm = host("vm", "performance", "212992");
+        vm.guest = Some(GuestFacts {
+            host: "g1".into(),
+            qemu: "7.2.19".into(),
+            machine: "q35".into(),
+            accel: "tcg".into(),
+            emulated: Some("KVM cannot run a guest here".into()),
+            vcpus: 2,
+            vcpu_cpus: vec![Some(1), None],
+            vcpu_threads: vec![101, 102],
+            memory_mib: 4096,
+            memory_backing: "2 MiB huge pages".into(),
+            nic: "virtio-net-pci on tap t0".into(),
+            kernel: "6.1.0".into(),
+            boot_s: 12.34,
+        });
+        let table = host_table(&[("metal", &metal), ("g1", &vm)]);
+        let cells = |label: &str| -> Vec<String> {
+            table
+                .rows
+                .iter()
+                .find_map(|r| match r {
+                    Row::Values(l, v) if l == label => Some(v.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("no row {label}"))
+        };
+        assert!(table.rows.contains(&Row::Heading("Guest (QEMU)".into())));
+        assert_eq!(
+            cells("Acceleration"),
+            [
+                ABSENT.to_string(),
+                "tcg (emulated, not a virtualization measurement: KVM cannot run a guest here)"
+                    .to_string()
+            ]
+        );
+        assert_eq!(cells("vCPUs → host CPUs")[1], "0→1, 1→not pinned");
+        assert_eq!(cells("Memory (MiB), backing")[1], "4096, 2 MiB huge pages");
+        assert_eq!(cells("Boot to agent (s)")[1], "12.3");
+        // No guest, no guest section.
+        let plain = host_table(&[("metal", &metal)]);
+        assert!(!plain.rows.contains(&Row::Heading("Guest (QEMU)".into())));
     }
 
     #[test]
