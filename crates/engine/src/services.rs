@@ -222,7 +222,11 @@ impl Services {
             self.config = Some(config);
         }
         let decls = &ctx.study.configurations[config].services;
-        let mut targets = Vec::new();
+        // The workload's services in its order: an external one is its
+        // target already; a managed one is checked, and (re)started below
+        // with the others that must start.
+        let mut slots: Vec<Result<Target, &ServiceDecl>> = Vec::new();
+        let mut to_start: Vec<(&ServiceDecl, Option<String>)> = Vec::new();
         for name in names {
             let decl = decls
                 .iter()
@@ -232,7 +236,7 @@ impl Services {
                 let address: SocketAddr = addr
                     .parse()
                     .map_err(|e| format!("service `{name}`: address {addr}: {e}"))?;
-                targets.push(Target {
+                slots.push(Ok(Target {
                     address,
                     info: ServiceInfo {
                         name: name.clone(),
@@ -241,9 +245,10 @@ impl Services {
                         port: address.port(),
                     },
                     managed_on: None,
-                });
+                }));
                 continue;
             }
+            slots.push(Err(decl));
             let mut restart_why = None;
             if let Some(r) = self.running.get(name) {
                 match alive(ctx, &r.host, name) {
@@ -260,13 +265,20 @@ impl Services {
                 }
             }
             if !self.running.contains_key(name) {
-                let started = self.start(ctx, decl, point)?;
-                self.running.insert(name.clone(), started);
-                if let Some(why) = restart_why {
-                    ctx.event("service", &format!("{name} restarted ({why})"));
-                }
+                to_start.push((decl, restart_why));
             }
-            let r = self.running.get_mut(name).expect("started");
+        }
+        self.start_all(ctx, &to_start, point)?;
+        let mut targets = Vec::new();
+        for slot in slots {
+            let decl = match slot {
+                Ok(external) => {
+                    targets.push(external);
+                    continue;
+                }
+                Err(decl) => decl,
+            };
+            let r = self.running.get_mut(&decl.name).expect("started");
             if r.prepared.as_ref().map(|(p, _)| *p) != Some(point) {
                 if let Some((_, paths)) = r.prepared.take() {
                     unprepare(ctx, &r.host, paths)?;
@@ -283,28 +295,67 @@ impl Services {
         Ok(targets)
     }
 
-    fn start(
+    /// Starts services, those on different hosts at once (two guests'
+    /// brokers boot side by side, as the seed's two VMs did; a broker in
+    /// an emulated guest takes minutes), each host's in turn. Every
+    /// service that started is kept (and stopped later) even when another
+    /// failed; the first failure is the point's reason.
+    fn start_all(
+        &mut self,
+        ctx: &mut RunCtx<'_>,
+        services: &[(&ServiceDecl, Option<String>)],
+        point: (usize, usize),
+    ) -> Result<(), String> {
+        let study = ctx.study;
+        let config = &study.configurations[self.config.expect("set by ready")];
+        let mut requests = Vec::new();
+        let mut plans = Vec::new();
+        for (decl, _) in services {
+            let plan = plan_of(decl, study, config, &mut ctx.pool).map_err(|e| format!("{e:#}"))?;
+            let limit = Duration::from_secs_f64(plan.spec.ready_timeout_s.max(0.0)) + SLACK;
+            let secrets =
+                secrets_for(&plan, &decl.host, &ctx.pool).map_err(|e| format!("{e:#}"))?;
+            let req = Request::ServiceStart {
+                plan: plan.clone(),
+                scratch_base: None,
+                secrets,
+            };
+            requests.push((decl.host.clone(), req, limit));
+            plans.push(plan);
+        }
+        let answers = on_server_agents(&mut ctx.pool, &requests);
+        let mut first_error = None;
+        for (((decl, restart_why), plan), answer) in services.iter().zip(&plans).zip(answers) {
+            let started = match answer {
+                Ok(answer) => self.started(ctx, decl, plan, point, answer),
+                Err(e) => Err(e),
+            };
+            match started {
+                Ok(r) => {
+                    self.running.insert(decl.name.clone(), r);
+                    if let Some(why) = restart_why {
+                        ctx.event("service", &format!("{} restarted ({why})", decl.name));
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// A service's start as its agent answered it.
+    fn started(
         &mut self,
         ctx: &mut RunCtx<'_>,
         decl: &ServiceDecl,
+        plan: &ServicePlan,
         point: (usize, usize),
+        answer: Result<Response, benchlab_agent::AgentError>,
     ) -> Result<Running, String> {
-        let study = ctx.study;
-        let config = &study.configurations[self.config.expect("set by ready")];
-        let plan = plan_of(decl, study, config, &mut ctx.pool).map_err(|e| format!("{e:#}"))?;
         let restart_per_point = plan.spec.restart == benchlab_service::Restart::Point;
-        let limit = Duration::from_secs_f64(plan.spec.ready_timeout_s.max(0.0)) + SLACK;
-        let secrets = secrets_for(&plan, &decl.host, &ctx.pool).map_err(|e| format!("{e:#}"))?;
-        let req = Request::ServiceStart {
-            plan: plan.clone(),
-            scratch_base: None,
-            secrets,
-        };
-        let agent = ctx
-            .pool
-            .agent(&decl.host, Role::Server, 0)
-            .map_err(|e| e.to_string())?;
-        match agent.request(&req, limit, &NEVER) {
+        match answer {
             Ok(Response::ServiceStarted {
                 description,
                 address,
@@ -371,71 +422,81 @@ impl Services {
     }
 
     fn stop_one(&mut self, ctx: &mut RunCtx<'_>, name: &str, why: &str) {
-        let Some(r) = self.running.remove(name) else {
-            return;
-        };
-        if let Some((_, paths)) = r.prepared {
-            if let Err(e) = unprepare(ctx, &r.host, paths) {
-                ctx.event("service", &format!("{name}: {e}"));
-            }
-        }
-        // A server whose agent was lost (killed, its host gone) is left
-        // to its journal on the host: the user must hear of it, not only
-        // the stored events (found by tests/faults.rs).
-        let left = |ctx: &mut RunCtx<'_>, msg: &str| {
-            ctx.notes.push(format!(
-                "{msg}; the server may still run on {}: run `benchlab restore` to stop it and remove its files",
-                r.host
-            ));
-            ctx.event("service", msg);
-        };
-        let agent = match ctx.pool.agent(&r.host, Role::Server, 0) {
-            Ok(a) => a,
-            Err(e) => return left(ctx, &format!("{name}: stop failed: {e}")),
-        };
-        let msg = match agent.request(
-            &Request::ServiceStop {
-                name: name.to_string(),
-            },
-            Duration::from_secs_f64(r.stop_timeout_s.max(0.0))
-                + benchlab_service::run::OWN_COUNTERS_TIMEOUT
-                + SLACK,
-            // A stop is never cut short: a server left running is worse
-            // than a slower Ctrl-C.
-            &NEVER,
-        ) {
-            Ok(Response::ServiceStopped { report }) => format!(
-                "{name} stopped ({why}): {}{}{}",
-                report.exit,
-                if report.forced { ", after SIGKILL" } else { "" },
-                // The server's own count of what the run's load did to it:
-                // a check a reader can make against the points' figures.
-                if report.own_counters.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; its own counters before the stop: {}",
-                        report
-                            .own_counters
-                            .iter()
-                            .map(|(k, v)| format!("{k} {v}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+        self.stop_these(ctx, &[name.to_string()], why);
+    }
+
+    /// Stops services, those on different hosts at once (a broker's stop
+    /// reads its own counters first: seconds on a host, most of a minute
+    /// in an emulated guest), each host's in turn.
+    fn stop_these(&mut self, ctx: &mut RunCtx<'_>, names: &[String], why: &str) {
+        let mut stopping = Vec::new();
+        let mut requests = Vec::new();
+        for name in names {
+            let Some(r) = self.running.remove(name) else {
+                continue;
+            };
+            if let Some((_, paths)) = &r.prepared {
+                if let Err(e) = unprepare(ctx, &r.host, paths.clone()) {
+                    ctx.event("service", &format!("{name}: {e}"));
                 }
-            ),
-            Ok(other) => return left(ctx, &format!("{name}: stop answered {other:?}")),
-            Err(e) => return left(ctx, &format!("{name}: stop failed: {e}")),
-        };
-        ctx.event("service", &msg);
+            }
+            requests.push((
+                r.host.clone(),
+                Request::ServiceStop { name: name.clone() },
+                Duration::from_secs_f64(r.stop_timeout_s.max(0.0))
+                    + benchlab_service::run::OWN_COUNTERS_TIMEOUT
+                    + SLACK,
+            ));
+            stopping.push((name, r.host));
+        }
+        let answers = on_server_agents(&mut ctx.pool, &requests);
+        for ((name, host), answer) in stopping.into_iter().zip(answers) {
+            let msg = match answer {
+                Ok(Ok(Response::ServiceStopped { report })) => format!(
+                    "{name} stopped ({why}): {}{}{}",
+                    report.exit,
+                    if report.forced { ", after SIGKILL" } else { "" },
+                    // The server's own count of what the run's load did to
+                    // it: a check a reader can make against the points'
+                    // figures.
+                    if report.own_counters.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; its own counters before the stop: {}",
+                            report
+                                .own_counters
+                                .iter()
+                                .map(|(k, v)| format!("{k} {v}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+                // A server whose agent was lost (killed, its host gone) is
+                // left to its journal on the host: the user must hear of
+                // it, not only the stored events (found by
+                // tests/faults.rs).
+                other => {
+                    let msg = match other {
+                        Ok(Ok(answer)) => format!("{name}: stop answered {answer:?}"),
+                        Ok(Err(e)) => format!("{name}: stop failed: {e}"),
+                        Err(e) => format!("{name}: stop failed: {e}"),
+                    };
+                    ctx.notes.push(format!(
+                        "{msg}; the server may still run on {host}: run `benchlab restore` to stop it and remove its files"
+                    ));
+                    msg
+                }
+            };
+            ctx.event("service", &msg);
+        }
     }
 
     /// Stops every service this run holds.
     pub(crate) fn stop_all(&mut self, ctx: &mut RunCtx<'_>) {
         let names: Vec<String> = self.running.keys().cloned().collect();
-        for n in names {
-            self.stop_one(ctx, &n, "its configuration ended");
-        }
+        self.stop_these(ctx, &names, "its configuration ended");
     }
 
     /// Why a service of the point died during it, if one did.
@@ -472,6 +533,68 @@ impl Services {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Sends each `(host, request, limit)` to that host's server agent: the
+/// hosts at once, each host's requests in order (an agent answers one
+/// request at a time). The answers come in the requests' order; `Err` is
+/// an agent that could not be had. Never cut short: what these requests
+/// start or stop must not be left half done.
+fn on_server_agents(
+    pool: &mut Pool,
+    requests: &[(String, Request, Duration)],
+) -> Vec<Result<Result<Response, benchlab_agent::AgentError>, String>> {
+    let mut hosts: Vec<&str> = Vec::new();
+    for (h, _, _) in requests {
+        if !hosts.contains(&h.as_str()) {
+            hosts.push(h);
+        }
+    }
+    let mut answers: Vec<Option<_>> = requests.iter().map(|_| None).collect();
+    let mut agents = Vec::new();
+    for h in &hosts {
+        match pool.take(h, Role::Server, 0) {
+            Ok(a) => agents.push((*h, a)),
+            Err(e) => {
+                for (i, (rh, _, _)) in requests.iter().enumerate() {
+                    if rh == h {
+                        answers[i] = Some(Err(e.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    let done: Vec<(usize, Result<Response, benchlab_agent::AgentError>)> =
+        std::thread::scope(|s| {
+            let threads: Vec<_> = agents
+                .iter_mut()
+                .map(|(h, agent)| {
+                    let h: &str = h;
+                    s.spawn(move || {
+                        requests
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, (rh, _, _))| rh == h)
+                            .map(|(i, (_, req, limit))| (i, agent.request(req, *limit, &NEVER)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().expect("service request thread"))
+                .collect()
+        });
+    for (i, answer) in done {
+        answers[i] = Some(Ok(answer));
+    }
+    for (h, agent) in agents {
+        pool.put(h, Role::Server, 0, agent);
+    }
+    answers
+        .into_iter()
+        .map(|a| a.expect("every request answered"))
+        .collect()
 }
 
 /// `Ok(None)`: it runs; `Ok(Some(reason))`: it died.
