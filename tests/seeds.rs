@@ -967,52 +967,54 @@ fn every_seed_study_value_is_traced_to_its_seed_line() {
 /// says nothing of where it comes from.
 #[test]
 fn a_value_credited_wrongly_or_not_at_all_is_found() {
-    let file = "seed-000-network.toml";
+    assert_each_change_found(
+        "seed-000-network.toml",
+        "000",
+        &[
+            // A changed value under the seed's line.
+            (
+                "duration_s = 120                 # seed",
+                "duration_s = 60                  # seed",
+            ),
+            // A line credited that states something else.
+            (
+                "quiesce_s = 15                   # seed 000_a31bad1941b225ec.txt:489",
+                "quiesce_s = 15                   # seed 000_a31bad1941b225ec.txt:455",
+            ),
+            // Another seed's line.
+            (
+                "quiesce_s = 15                   # seed 000_a31bad1941b225ec.txt:489",
+                "quiesce_s = 15                   # seed 002_cb2f4753db811555.txt:489",
+            ),
+            // Neither credited nor chosen.
+            ("# benchlab's choice: 120 s", "# 120 s"),
+        ],
+    );
+    // A guest's table is checked as its host's own.
+    assert_each_change_found(
+        "seed-003-broker.toml",
+        "003",
+        &[
+            (
+                "hugepages = true                 # seed 003_fd63d6a03131aa3b.txt:738",
+                "hugepages = false                # seed 003_fd63d6a03131aa3b.txt:738",
+            ),
+            ("# benchlab's choice: as g1.\nvcpus = 1", "vcpus = 1"),
+        ],
+    );
+}
+
+/// The shipped study `file` (of seed `seed`) is traced in full, and each
+/// `(from, to)` change of its text is found.
+fn assert_each_change_found(file: &str, seed: &str, changes: &[(&str, &str)]) {
     let text = std::fs::read_to_string(repo().join("studies").join(file)).unwrap();
-    let facts = parameter_facts("000");
-    assert!(untraced(file, &text, "000", &facts).is_empty());
-    for (from, to) in [
-        // A changed value under the seed's line.
-        (
-            "duration_s = 120                 # seed",
-            "duration_s = 60                  # seed",
-        ),
-        // A line credited that states something else.
-        (
-            "quiesce_s = 15                   # seed 000_a31bad1941b225ec.txt:489",
-            "quiesce_s = 15                   # seed 000_a31bad1941b225ec.txt:455",
-        ),
-        // Another seed's line.
-        (
-            "quiesce_s = 15                   # seed 000_a31bad1941b225ec.txt:489",
-            "quiesce_s = 15                   # seed 002_cb2f4753db811555.txt:489",
-        ),
-        // Neither credited nor chosen.
-        ("# benchlab's choice: 120 s", "# 120 s"),
-    ] {
+    let facts = parameter_facts(seed);
+    assert!(untraced(file, &text, seed, &facts).is_empty());
+    for (from, to) in changes {
         assert!(text.contains(from), "{from}");
         let changed = text.replacen(from, to, 1);
         assert!(
-            !untraced(file, &changed, "000", &facts).is_empty(),
-            "{from} -> {to} went unnoticed"
-        );
-    }
-    // A guest's table is checked as the host's own: seed 003's.
-    let file = "seed-003-broker.toml";
-    let text = std::fs::read_to_string(repo().join("studies").join(file)).unwrap();
-    let facts = parameter_facts("003");
-    assert!(untraced(file, &text, "003", &facts).is_empty());
-    for (from, to) in [
-        (
-            "hugepages = true                 # seed 003_fd63d6a03131aa3b.txt:738",
-            "hugepages = false                # seed 003_fd63d6a03131aa3b.txt:738",
-        ),
-        ("# benchlab's choice: as g1.\nvcpus = 1", "vcpus = 1"),
-    ] {
-        assert!(text.contains(from), "{from}");
-        let changed = text.replacen(from, to, 1);
-        assert!(
-            !untraced(file, &changed, "003", &facts).is_empty(),
+            !untraced(file, &changed, seed, &facts).is_empty(),
             "{from} -> {to} went unnoticed"
         );
     }
