@@ -30,7 +30,7 @@ pub use defaults::{
     Adaptive, Defaults, OnError, Selection, DEFAULT_DURATION_S, DEFAULT_QUIESCE_S,
     DEFAULT_REPETITIONS, DEFAULT_WARMUP_S,
 };
-pub use guest::{Accel, GuestNet, GuestSpec};
+pub use guest::{Accel, GuestNet, GuestSpec, EMULATED};
 pub use header::{Order, DEFAULT_BLOCKS};
 pub use hosts::{Host, Transport, DEFAULT_CLIENT_HOST, DEFAULT_SERVER_HOST};
 pub use lab::HOST_SPEC_FORMS;
@@ -236,20 +236,36 @@ impl Study {
     pub fn used_hosts(&self) -> Vec<&str> {
         let mut used: Vec<&str> = Vec::new();
         for c in &self.configurations {
-            let sides = self
-                .workloads
-                .iter()
-                .flat_map(|w| w.servers.iter().chain(&w.client_hosts));
-            // Configuration services carry their mapped hosts already.
-            let services = c
-                .services
-                .iter()
-                .filter(|d| d.address.is_none())
-                .map(|d| d.host.as_str());
-            for h in sides.map(|h| c.host(h)).chain(services) {
+            for h in self.configuration_hosts(c) {
                 if !used.contains(&h) {
                     used.push(h);
                 }
+            }
+        }
+        used
+    }
+
+    /// The hosts configuration `c`'s points and services run on: every
+    /// workload's server (or targets) and client hosts after `c`'s
+    /// `hosts` map, and `c`'s managed services' hosts (a service at an
+    /// address runs on no host of the study), each once, in order of
+    /// first use.
+    pub fn configuration_hosts<'a>(&'a self, c: &'a Configuration) -> Vec<&'a str> {
+        let sides = self
+            .workloads
+            .iter()
+            .flat_map(|w| w.servers.iter().chain(&w.client_hosts))
+            .map(|h| c.host(h));
+        // Configuration services carry their mapped hosts already.
+        let services = c
+            .services
+            .iter()
+            .filter(|d| d.address.is_none())
+            .map(|d| d.host.as_str());
+        let mut used: Vec<&str> = Vec::new();
+        for h in sides.chain(services) {
+            if !used.contains(&h) {
+                used.push(h);
             }
         }
         used

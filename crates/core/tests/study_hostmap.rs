@@ -82,6 +82,13 @@ fn a_map_moves_sides_and_managed_services_of_its_configuration_only() {
         s.services[0].host, "b1",
         "the study's own service is unmoved"
     );
+    // Each configuration's own hosts: its sides after its map, and its
+    // managed service's host (the one at an address runs on none).
+    assert_eq!(s.configuration_hosts(bridged), ["b1", "b2", "generator"]);
+    assert_eq!(
+        s.configuration_hosts(direct),
+        ["b1-direct", "b2-direct", "gen-direct"]
+    );
     // Every host of every configuration, each once.
     assert_eq!(
         s.used_hosts(),

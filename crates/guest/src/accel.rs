@@ -17,8 +17,9 @@ use crate::GuestError;
 
 /// How long the probe guest may take (it needs about a second under KVM).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
-/// The mark every output puts on an emulated guest's figures.
-pub const EMULATED: &str = "emulated, not a virtualization measurement";
+/// The mark every output puts on an emulated guest's figures (the
+/// report's read model, in crates/report, uses the same words).
+pub use benchlab_core::study::EMULATED;
 
 /// The probe's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

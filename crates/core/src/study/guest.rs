@@ -5,6 +5,10 @@
 use super::values::type_name;
 use super::{Ctx, DeValue, StudyError, Val};
 
+/// The mark every output puts on an emulated (TCG) guest's figures: the
+/// run's notes, the inventory and every rendering of the report.
+pub const EMULATED: &str = "emulated, not a virtualization measurement";
+
 /// How a guest runs its instructions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
