@@ -244,6 +244,31 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
             "{stderr}"
         );
     }
+    // Every format of the report marks the configuration that ran on the
+    // guest when, and only when, TCG ran it.
+    let tcg = g["accel"] == "tcg";
+    let footnote = "default (emulated): guest vm emulated (TCG), not a virtualization measurement";
+    let text = s.run_ok(&["show", "1"]);
+    assert_eq!(text.contains(footnote), tcg, "{text}");
+    assert_eq!(
+        text.contains("configuration default (emulated)"),
+        tcg,
+        "{text}"
+    );
+    let html = s.path("r.html");
+    s.run_ok(&["report", "1", "--html", html.to_str().unwrap()]);
+    let html = std::fs::read_to_string(html).unwrap();
+    assert_eq!(
+        html.contains("<th class=\"emulated\">default (emulated)</th>"),
+        tcg
+    );
+    assert_eq!(
+        j["emulated"][0]["configuration"] == "default",
+        tcg,
+        "{}",
+        j["emulated"]
+    );
+    assert_eq!(j["emulated"][0]["guests"][0]["host"] == "vm", tcg);
     // One pingpong point, measured through the guest's NIC.
     let p = &j["points"][0];
     assert!(p.to_string().contains("rtt_half_mean_us"), "{p}");

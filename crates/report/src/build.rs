@@ -555,6 +555,7 @@ pub(crate) fn build(
         crosschecks: Vec::new(),
         series: Vec::new(),
         monitors: Default::default(),
+        emulated: crate::emulated::build(plan, configurations, hosts),
     };
     report.crosschecks = crate::crosscheck::rows(&study.crosschecks, &report.points);
     // Summaries derived from several points (seed 001's Figure 1) become

@@ -273,6 +273,19 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                 })
                 .collect::<Vec<_>>(),
         ),
+        // A column keeps its configuration's emulated guests, under the
+        // column's label.
+        emulated: order
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let e = s.report.emulated(&config_of(s))?;
+                Some(crate::emulated::Emulated {
+                    configuration: label(i),
+                    guests: e.guests.clone(),
+                })
+            })
+            .collect(),
         failures: order
             .iter()
             .flat_map(|s| {

@@ -40,7 +40,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.l,th.l{text-align:left}
-td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}td.inconclusive{color:#666;font-style:italic}
+td.better{background:#e3f4e3}td.worse{background:#fbe3e3}td.noise{color:#666}td.inconclusive{color:#666;font-style:italic}.emulated{color:#8a4b00}
 tr.diff td{background:#fff6d5}
 .legend{font-size:.85em;color:#444}.small{font-size:.8em;color:#555}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
@@ -111,8 +111,9 @@ pub fn render_body(report: &RunReport) -> String {
         for c in &report.configurations {
             let _ = writeln!(
                 o,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
-                esc(&c.name),
+                "<tr><td class=\"l{}\">{}</td><td class=\"l\">{}</td></tr>",
+                emulated_class(report, &c.name),
+                esc(&report.label(&c.name)),
                 esc(&c.description)
             );
         }
@@ -129,6 +130,9 @@ pub fn render_body(report: &RunReport) -> String {
     let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend(report)));
     if let Some(note) = crate::import::published_note(report) {
         let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&note));
+    }
+    for line in crate::emulated::footnotes(report) {
+        let _ = writeln!(o, "<p class=\"legend emulated\">{}</p>", esc(&line));
     }
     // Per workload (in order of appearance): its tables, then its views.
     let mut workloads: Vec<(&str, &str)> = Vec::new();
@@ -154,7 +158,7 @@ pub fn render_body(report: &RunReport) -> String {
         );
         for (i, t) in report.tables.iter().enumerate() {
             if t.workload == w {
-                table_section(t, i, &mut o);
+                table_section(report, t, i, &mut o);
             }
         }
         for (i, v) in report.views.iter().enumerate() {
@@ -162,8 +166,8 @@ pub fn render_body(report: &RunReport) -> String {
                 continue;
             }
             match v {
-                View::Matrix(m) => matrix_section(m, i, &mut o),
-                View::Curve(c) => curve_section(c, i, &mut o),
+                View::Matrix(m) => matrix_section(report, m, i, &mut o),
+                View::Curve(c) => curve_section(report, c, i, &mut o),
             }
         }
         for (i, v) in report.series.iter().enumerate() {
@@ -377,9 +381,16 @@ fn findings(report: &RunReport, o: &mut String) {
                 .count();
             let _ = writeln!(
                 o,
-                "<li><b>{}</b> vs <b>{}</b> — {} ({}): {} of {} {} value(s){}.</li>",
-                esc(&t.columns[c]),
-                esc(&t.columns[0]),
+                "<li{}><b>{}</b> vs <b>{}</b> — {} ({}): {} of {} {} value(s){}.</li>",
+                if report.emulated(&t.columns[c]).is_some()
+                    || report.emulated(&t.columns[0]).is_some()
+                {
+                    " class=\"emulated\""
+                } else {
+                    ""
+                },
+                esc(&report.label(&t.columns[c])),
+                esc(&report.label(&t.columns[0])),
                 esc(&title_of(t)),
                 if t.better == Better::Higher {
                     "higher is better"
@@ -406,7 +417,7 @@ fn findings(report: &RunReport, o: &mut String) {
                 o,
                 "<li>{} — {}</li>",
                 esc(&views::caption(&c.workload, &c.fixed)),
-                esc(f)
+                esc(&crate::emulated::finding(report, c, f))
             );
         }
     }
@@ -466,19 +477,45 @@ fn verdict_class(a: &Option<Advantage>) -> &'static str {
     }
 }
 
-fn table_section(t: &Table, index: usize, o: &mut String) {
+/// ` emulated` (a class, after another) for a configuration that ran
+/// on emulated guests.
+fn emulated_class(report: &RunReport, name: &str) -> &'static str {
+    if report.emulated(name).is_some() {
+        " emulated"
+    } else {
+        ""
+    }
+}
+
+/// `<th>` with the emulated class where the configuration ran on
+/// emulated guests.
+fn th(report: &RunReport, name: &str) -> &'static str {
+    if report.emulated(name).is_some() {
+        "<th class=\"emulated\">"
+    } else {
+        "<th>"
+    }
+}
+
+fn table_section(report: &RunReport, t: &Table, index: usize, o: &mut String) {
     let _ = writeln!(o, "<h4>{}</h4>", esc(&title_of(t)));
-    chart(t, index, o);
+    chart(report, t, index, o);
     o.push_str("<table><tr>");
     let _ = write!(o, "<th class=\"l\">{}</th>", esc(&t.row_param));
     for c in &t.columns {
-        let _ = write!(o, "<th>{}</th><th>n</th>", esc(c));
+        let _ = write!(
+            o,
+            "{}{}</th><th>n</th>",
+            th(report, c),
+            esc(&report.label(c))
+        );
     }
     for c in t.columns.iter().skip(1) {
         let _ = write!(
             o,
-            "<th>{} advantage</th><th>95% CI (ratio of means)</th>",
-            esc(c)
+            "{}{} advantage</th><th>95% CI (ratio of means)</th>",
+            th(report, c),
+            esc(&report.label(c))
         );
     }
     o.push_str("</tr>\n");
@@ -567,7 +604,7 @@ fn fmt_tick(x: f64) -> String {
 /// One chart per table: each configuration's figure against the row
 /// parameter (rows evenly spaced, in table order), the confidence interval
 /// as an error bar; a bar chart when there is one row.
-fn chart(t: &Table, index: usize, o: &mut String) {
+fn chart(report: &RunReport, t: &Table, index: usize, o: &mut String) {
     let (w, h) = (720.0, 300.0);
     let (left, right, top, bottom) = (70.0, 20.0, 20.0, 45.0);
     let pw = w - left - right;
@@ -692,7 +729,8 @@ fn chart(t: &Table, index: usize, o: &mut String) {
         }
     }
     o.push_str("</g>\n</svg>\n");
-    keys(t.columns.iter().map(String::as_str), o);
+    let names: Vec<String> = t.columns.iter().map(|c| report.label(c)).collect();
+    keys(names.iter().map(String::as_str), o);
 }
 
 /// Stops of the heat maps' colour scale: viridis (S. van der Walt and
@@ -728,7 +766,7 @@ fn viridis(t: f64) -> String {
 
 /// A matrix view: notes, one heat map per configuration and metric, the
 /// summary table.
-fn matrix_section(v: &MatrixView, index: usize, o: &mut String) {
+fn matrix_section(report: &RunReport, v: &MatrixView, index: usize, o: &mut String) {
     let caption = views::caption(&v.workload, &v.fixed);
     let _ = writeln!(
         o,
@@ -754,13 +792,14 @@ fn matrix_section(v: &MatrixView, index: usize, o: &mut String) {
         let _ = writeln!(
             o,
             "<figure class=\"heat\"><figcaption>{} · {}</figcaption>",
-            esc(&m.configuration),
+            esc(&report.label(&m.configuration)),
             esc(&m.title)
         );
         heat_map(v, m, &format!("heat-{index}-{k}"), o);
         o.push_str("</figure>\n");
     }
-    let rows = views::summary_rows(v);
+    let mut rows = views::summary_rows(v);
+    crate::emulated::relabel(report, &mut rows[0][1..]);
     let _ = writeln!(
         o,
         "<h5>{}: {} over the cells of each matrix</h5>",
@@ -903,19 +942,25 @@ fn heat_map(v: &MatrixView, m: &Matrix, id: &str, o: &mut String) {
 
 /// A curve: the line chart with each peak marked, the sentences about
 /// the peaks, and the figures as a table.
-fn curve_section(v: &CurveView, index: usize, o: &mut String) {
+fn curve_section(report: &RunReport, v: &CurveView, index: usize, o: &mut String) {
     let caption = views::caption(&v.workload, &v.fixed);
     let title = format!("{caption}: {} against {}", v.title, v.x_param);
     let _ = writeln!(o, "<h4>{}</h4>", esc(&title));
-    curve_chart(v, &format!("curve-{index}"), &title, o);
+    curve_chart(report, v, &format!("curve-{index}"), &title, o);
     if !v.findings.is_empty() {
         o.push_str("<ul class=\"findings\">");
         for f in &v.findings {
-            let _ = write!(o, "<li>{}</li>", esc(f));
+            let _ = write!(
+                o,
+                "<li>{}</li>",
+                esc(&crate::emulated::finding(report, v, f))
+            );
         }
         o.push_str("</ul>\n");
     }
-    text_table(&views::curve_rows(v), o);
+    let mut rows = views::curve_rows(v);
+    crate::emulated::relabel(report, &mut rows[0][1..]);
+    text_table(&rows, o);
     if !v.pairs.is_empty() {
         let _ = writeln!(
             o,
@@ -923,7 +968,7 @@ fn curve_section(v: &CurveView, index: usize, o: &mut String) {
             esc(&crate::pairs::caption(v))
         );
         o.push_str("<div class=\"pairs\">");
-        text_table(&crate::pairs::rows(v), o);
+        text_table(&crate::pairs::marked_rows(report, v), o);
         o.push_str("</div>\n");
     }
     for n in &v.notes {
@@ -934,7 +979,7 @@ fn curve_section(v: &CurveView, index: usize, o: &mut String) {
 /// The SVG of a curve: x values evenly spaced (a clients sweep doubles),
 /// y from zero, one line per configuration with its confidence intervals,
 /// and a ring with the figure at each line's peak.
-fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
+fn curve_chart(report: &RunReport, v: &CurveView, id: &str, label: &str, o: &mut String) {
     let (w, h) = (720.0, 300.0);
     let (left, right, top, bottom) = (70.0, 20.0, 24.0, 45.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
@@ -1035,7 +1080,12 @@ fn curve_chart(v: &CurveView, id: &str, label: &str, o: &mut String) {
         }
     }
     o.push_str("</g>\n</svg>\n");
-    keys(v.lines.iter().map(|l| l.configuration.as_str()), o);
+    let names: Vec<String> = v
+        .lines
+        .iter()
+        .map(|l| report.label(&l.configuration))
+        .collect();
+    keys(names.iter().map(String::as_str), o);
 }
 
 /// One series of a line chart: name and (x, y) points.

@@ -349,6 +349,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         crosschecks: Vec::new(),
         series: Vec::new(),
         monitors: Default::default(),
+        emulated: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),

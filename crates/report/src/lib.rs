@@ -8,6 +8,7 @@
 pub mod build;
 pub mod compare;
 pub mod crosscheck;
+pub mod emulated;
 pub mod figures;
 pub mod format;
 pub mod history;

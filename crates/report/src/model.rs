@@ -261,6 +261,10 @@ pub struct RunReport {
         skip_serializing_if = "crate::monitors::MonitorReport::is_empty"
     )]
     pub monitors: crate::monitors::MonitorReport,
+    /// The configurations that ran on emulated (TCG) guests, whose
+    /// figures every rendering marks: not a virtualization measurement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emulated: Vec<crate::emulated::Emulated>,
 }
 
 /// One comparison of the A/A control with the configuration it repeats.

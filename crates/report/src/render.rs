@@ -34,11 +34,13 @@ pub fn render(report: &RunReport, format: Format) -> String {
     }
 }
 
-fn header(t: &Table) -> Vec<String> {
+/// A table's heading row: configurations that ran on emulated guests
+/// carry the mark, on their figures and on their advantages.
+fn header(report: &RunReport, t: &Table) -> Vec<String> {
     let mut h = vec![t.row_param.clone()];
-    h.extend(t.columns.iter().cloned());
+    h.extend(t.columns.iter().map(|c| report.label(c)));
     for c in t.columns.iter().skip(1) {
-        h.push(format!("{c} advantage"));
+        h.push(format!("{} advantage", report.label(c)));
     }
     h
 }
@@ -133,7 +135,12 @@ fn terminal(report: &RunReport) -> String {
         }
     );
     for c in &report.configurations {
-        let _ = writeln!(out, "  configuration {}: {}", c.name, c.description);
+        let _ = writeln!(
+            out,
+            "  configuration {}: {}",
+            report.label(&c.name),
+            c.description
+        );
     }
     if !report.order.is_empty() {
         let _ = writeln!(out, "  order: {}", report.order);
@@ -153,7 +160,7 @@ fn terminal(report: &RunReport) -> String {
     for t in &report.tables {
         out.push('\n');
         let _ = writeln!(out, "{}", title_of(t));
-        let mut rows = vec![header(t)];
+        let mut rows = vec![header(report, t)];
         rows.extend(t.rows.iter().map(|r| row_cells(t, r, true)));
         if let Some(a) = &t.average {
             rows.push(row_cells(t, a, true));
@@ -172,6 +179,7 @@ fn terminal(report: &RunReport) -> String {
         out.push_str(&legend(report));
         published_line(report, &mut out);
     }
+    emulated_lines(report, &mut out);
     control_text(report, false, &mut out);
     failures(report, &mut out);
     notes_text(report, &mut out, false);
@@ -205,8 +213,8 @@ fn control_text(report: &RunReport, md: bool, out: &mut String) {
 fn views_text(report: &RunReport, md: bool, out: &mut String) {
     for v in &report.views {
         match v {
-            View::Matrix(m) => matrix_text(m, md, out),
-            View::Curve(c) => curve_text(c, md, out),
+            View::Matrix(m) => matrix_text(report, m, md, out),
+            View::Curve(c) => curve_text(report, c, md, out),
         }
     }
 }
@@ -220,7 +228,7 @@ fn view_notes_text(notes: &[String], md: bool, out: &mut String) {
     }
 }
 
-fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
+fn matrix_text(report: &RunReport, v: &MatrixView, md: bool, out: &mut String) {
     let caption = views::caption(&v.workload, &v.fixed);
     let what = format!(
         "{} × {} matrices (rows = {}, columns = {})",
@@ -233,7 +241,7 @@ fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
     }
     view_notes_text(&v.notes, md, out);
     for m in &v.matrices {
-        let title = format!("{} · {}", m.configuration, m.title);
+        let title = format!("{} · {}", report.label(&m.configuration), m.title);
         let rows = views::matrix_rows(v, m);
         if md {
             let _ = writeln!(out, "#### {title}\n");
@@ -244,7 +252,8 @@ fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
             write_aligned(out, &rows, "    ", false);
         }
     }
-    let rows = views::summary_rows(v);
+    let mut rows = views::summary_rows(v);
+    crate::emulated::relabel(report, &mut rows[0][1..]);
     let what = format!("{} over the cells of each matrix", v.summary_text());
     if md {
         let _ = writeln!(out, "## {caption}: {what}\n");
@@ -259,14 +268,20 @@ fn matrix_text(v: &MatrixView, md: bool, out: &mut String) {
     }
 }
 
-fn curve_text(v: &CurveView, md: bool, out: &mut String) {
+fn curve_text(report: &RunReport, v: &CurveView, md: bool, out: &mut String) {
     let caption = views::caption(&v.workload, &v.fixed);
-    let rows = views::curve_rows(v);
+    let mut rows = views::curve_rows(v);
+    crate::emulated::relabel(report, &mut rows[0][1..]);
+    let findings: Vec<String> = v
+        .findings
+        .iter()
+        .map(|f| crate::emulated::finding(report, v, f))
+        .collect();
     if md {
         let _ = writeln!(out, "## {caption}: {} against {}\n", v.title, v.x_param);
         write_md_table(out, &rows);
         out.push('\n');
-        for f in &v.findings {
+        for f in &findings {
             let _ = writeln!(out, "- {f}");
         }
         out.push('\n');
@@ -274,12 +289,12 @@ fn curve_text(v: &CurveView, md: bool, out: &mut String) {
     } else {
         let _ = writeln!(out, "\n{caption} · {} against {}", v.title, v.x_param);
         write_aligned(out, &rows, "  ", true);
-        for f in &v.findings {
+        for f in &findings {
             let _ = writeln!(out, "  {f}");
         }
         view_notes_text(&v.notes, md, out);
     }
-    crate::pairs::text(v, md, out);
+    crate::pairs::text(report, v, md, out);
 }
 
 /// The workloads' notes: each remark once, with the points it concerns.
@@ -305,6 +320,13 @@ fn notes_text(report: &RunReport, out: &mut String, md: bool) {
             n.text,
             n.points.join("; ")
         );
+    }
+}
+
+/// The footnote of each configuration that ran on emulated guests.
+fn emulated_lines(report: &RunReport, out: &mut String) {
+    for line in crate::emulated::footnotes(report) {
+        let _ = writeln!(out, "{line}");
     }
 }
 
@@ -357,7 +379,7 @@ fn markdown(report: &RunReport) -> String {
     for t in &report.tables {
         let _ = writeln!(out, "## {}\n", title_of(t));
         let (min_n, max_n) = n_range(t).unwrap_or((0, 0));
-        let mut rows = vec![header(t)];
+        let mut rows = vec![header(report, t)];
         rows.extend(
             t.rows
                 .iter()
@@ -387,6 +409,7 @@ fn markdown(report: &RunReport) -> String {
     }
     out.push_str(&legend(report));
     published_line(report, &mut out);
+    emulated_lines(report, &mut out);
     out.push_str("[a, b] after an advantage: its 95% confidence interval in percent.\n");
     control_text(report, true, &mut out);
     failures(report, &mut out);

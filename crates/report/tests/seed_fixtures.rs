@@ -237,6 +237,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         crosschecks: Vec::new(),
         series: Vec::new(),
         monitors: Default::default(),
+        emulated: Vec::new(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

@@ -84,6 +84,7 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         crosschecks: Vec::new(),
         series: Vec::new(),
         monitors: Default::default(),
+        emulated: Vec::new(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),

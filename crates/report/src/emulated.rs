@@ -1,0 +1,310 @@
+//! Which configurations ran on emulated guests: a guest host under TCG
+//! measures QEMU's emulator, not virtualization, so every rendering
+//! marks the columns of a configuration any of whose hosts was one
+//! ([`RunReport::label`]), with one footnote per configuration
+//! ([`footnotes`]). Read from the stored plan (which hosts each
+//! configuration's points and services ran on) and the stored
+//! inventories (how each guest ran), never from when a guest booted.
+
+use benchlab_core::resolved::ResolvedPlan;
+use benchlab_core::study::{Accel, Transport, EMULATED};
+use benchlab_store::{ConfigRow, HostRow};
+use serde::{Deserialize, Serialize};
+
+use crate::model::RunReport;
+
+/// The mark after an emulated configuration's name in every heading.
+pub const MARK: &str = "(emulated)";
+
+/// A configuration whose figures came, in part, from emulated guests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Emulated {
+    /// The configuration (a comparison's column label).
+    pub configuration: String,
+    /// Its emulated guests, in the order its points use them.
+    pub guests: Vec<EmulatedGuest>,
+}
+
+/// One emulated guest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmulatedGuest {
+    /// The study's host name.
+    pub host: String,
+    /// Why it ran emulated (`KVM cannot run a guest here (…)`).
+    pub reason: String,
+}
+
+/// How host `name` ran, from its stored inventory: `Some(reason)` when
+/// it was an emulated guest. A guest without a readable inventory (the
+/// run stopped before it was taken) is emulated only when the study
+/// asked for TCG.
+fn emulation(plan: &ResolvedPlan, hosts: &[HostRow], name: &str) -> Option<String> {
+    let stored = hosts
+        .iter()
+        .find(|h| h.name == name)
+        .and_then(|h| h.inventory.get("guest"))
+        .and_then(|g| serde_json::from_value::<benchlab_inventory::GuestFacts>(g.clone()).ok());
+    if let Some(g) = stored {
+        return (g.accel == "tcg").then(|| g.emulated.unwrap_or_else(|| "TCG".into()));
+    }
+    let host = plan.study.hosts.iter().find(|h| h.name == name)?;
+    match &host.transport {
+        Transport::Guest(g) if g.accel == Accel::Tcg => Some("accel = \"tcg\" asked".into()),
+        _ => None,
+    }
+}
+
+/// The configurations of a run that ran on emulated guests, in study
+/// order (a configuration on KVM guests or on no guest is not listed).
+pub fn build(
+    plan: &ResolvedPlan,
+    configurations: &[ConfigRow],
+    hosts: &[HostRow],
+) -> Vec<Emulated> {
+    let mut out = Vec::new();
+    for (c, row) in plan.study.configurations.iter().zip(configurations) {
+        let guests: Vec<EmulatedGuest> = plan
+            .study
+            .configuration_hosts(c)
+            .into_iter()
+            .filter_map(|h| {
+                emulation(plan, hosts, h).map(|reason| EmulatedGuest {
+                    host: h.to_string(),
+                    reason,
+                })
+            })
+            .collect();
+        if !guests.is_empty() {
+            out.push(Emulated {
+                configuration: row.name.clone(),
+                guests,
+            });
+        }
+    }
+    out
+}
+
+/// One line per emulated configuration: `vm-bridged: guests g1, g2
+/// emulated (TCG), not a virtualization measurement: <reason>`.
+pub fn footnotes(report: &RunReport) -> Vec<String> {
+    report
+        .emulated
+        .iter()
+        .map(|e| {
+            let names: Vec<&str> = e.guests.iter().map(|g| g.host.as_str()).collect();
+            let mut reasons: Vec<&str> = e.guests.iter().map(|g| g.reason.as_str()).collect();
+            reasons.dedup();
+            let what = EMULATED.replacen("emulated", "emulated (TCG)", 1);
+            format!(
+                "{} {MARK}: guest{} {} {what}: {}",
+                e.configuration,
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", "),
+                reasons.join("; ")
+            )
+        })
+        .collect()
+}
+
+impl RunReport {
+    /// The emulated guests of configuration (or comparison column)
+    /// `name`, when it ran on any.
+    pub fn emulated(&self, name: &str) -> Option<&Emulated> {
+        self.emulated.iter().find(|e| e.configuration == name)
+    }
+
+    /// `name` as every heading shows it: with [`MARK`] after it when the
+    /// configuration ran on emulated guests.
+    pub fn label(&self, name: &str) -> String {
+        match self.emulated(name) {
+            Some(_) => format!("{name} {MARK}"),
+            None => name.to_string(),
+        }
+    }
+}
+
+/// Marks the configuration names in `cells` (a heading row, a pair's A
+/// and B) that ran on emulated guests.
+pub(crate) fn relabel(report: &RunReport, cells: &mut [String]) {
+    for c in cells {
+        *c = report.label(c);
+    }
+}
+
+/// A sentence under a curve (where a line peaks, how two peaks compare)
+/// with the emulated configurations it names after it: a reader must not
+/// take a difference of an emulated guest's figures for the cost of
+/// virtualization.
+pub fn finding(report: &RunReport, v: &crate::model::CurveView, f: &str) -> String {
+    let words: Vec<&str> = f
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '.' | ':' | '(' | ')'))
+        .collect();
+    let named: Vec<&str> = v
+        .lines
+        .iter()
+        .map(|l| l.configuration.as_str())
+        .filter(|n| report.emulated(n).is_some() && words.contains(n))
+        .collect();
+    if named.is_empty() {
+        return f.to_string();
+    }
+    format!("{f} ({} {MARK}: {EMULATED})", named.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{render, Format};
+    use benchlab_core::fake::FAKE;
+    use benchlab_core::study::Study;
+    use benchlab_core::Registry;
+
+    /// `box` is a plain host; each configuration but `metal` moves the
+    /// server to a guest: `vm1` ran under TCG (its inventory says so),
+    /// `vm2` under KVM, `vm3` asked for TCG and left no inventory.
+    fn plan() -> ResolvedPlan {
+        let guest = |n: u8, extra: &str| {
+            format!("[[host]]\nname = \"vm{n}\"\nguest = {{ vcpus = 1, memory = 512, net = \"bridge\", bridge = \"br0\", netns = \"ns\", ip = \"10.0.0.{n}/24\"{extra} }}\n")
+        };
+        let text = format!(
+            "[study]\nname = \"s\"\n[[host]]\nname = \"box\"\nlocal = true\n{}{}{}\
+             [[workload]]\nkind = \"fake\"\nserver = \"box\"\n\
+             [[configuration]]\nname = \"metal\"\n\
+             [[configuration]]\nname = \"tcg\"\nhosts = {{ box = \"vm1\" }}\n\
+             [[configuration]]\nname = \"kvm\"\nhosts = {{ box = \"vm2\" }}\n\
+             [[configuration]]\nname = \"asked\"\nhosts = {{ box = \"vm3\" }}\n",
+            guest(1, ""),
+            guest(2, ""),
+            guest(3, ", accel = \"tcg\"")
+        );
+        let mut reg = Registry::new();
+        reg.add(&FAKE);
+        let study = Study::parse("s.toml", &text, &reg).unwrap();
+        let points = study.workloads[0].points();
+        ResolvedPlan::resolve(&study, &reg, points.iter().map(|p| (0, p))).unwrap()
+    }
+
+    fn host(name: &str, guest: serde_json::Value) -> HostRow {
+        HostRow {
+            name: name.into(),
+            roles: "server".into(),
+            inventory: serde_json::json!({ "guest": guest }),
+        }
+    }
+
+    #[test]
+    fn only_configurations_on_tcg_guests_are_marked() {
+        let plan = plan();
+        let configurations: Vec<ConfigRow> = plan
+            .study
+            .configurations
+            .iter()
+            .enumerate()
+            .map(|(idx, c)| ConfigRow {
+                idx,
+                name: c.name.clone(),
+                description: String::new(),
+                spec: serde_json::Value::Null,
+            })
+            .collect();
+        let hosts = [
+            HostRow {
+                name: "box".into(),
+                roles: "server".into(),
+                inventory: serde_json::json!({}),
+            },
+            host(
+                "vm1",
+                serde_json::json!({ "accel": "tcg", "emulated": "KVM cannot run a guest here (KVM internal error)" }),
+            ),
+            host(
+                "vm2",
+                serde_json::json!({ "accel": "kvm", "emulated": null }),
+            ),
+        ];
+        let got = build(&plan, &configurations, &hosts);
+        assert_eq!(
+            got,
+            [
+                Emulated {
+                    configuration: "tcg".into(),
+                    guests: vec![EmulatedGuest {
+                        host: "vm1".into(),
+                        reason: "KVM cannot run a guest here (KVM internal error)".into(),
+                    }],
+                },
+                Emulated {
+                    configuration: "asked".into(),
+                    guests: vec![EmulatedGuest {
+                        host: "vm3".into(),
+                        reason: "accel = \"tcg\" asked".into(),
+                    }],
+                },
+            ]
+        );
+    }
+
+    /// Every rendering marks the emulated column, its advantage and the
+    /// comparison, with one footnote; a report without emulated guests
+    /// has no mark at all.
+    #[test]
+    fn every_rendering_marks_the_emulated_column() {
+        let text = format!(
+            "{}\nt,higher,,size,1,2,1,metal,10\nt,higher,,size,1,2,1,tcg,5\n",
+            crate::import::HEADER
+        );
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        r.tables[0].columns = vec!["metal".into(), "tcg".into()];
+        let plain = [Format::Table, Format::Markdown, Format::Json]
+            .map(|f| render(&r, f))
+            .join("\n")
+            + &crate::html::render_html(&r);
+        assert!(!plain.contains(MARK), "{plain}");
+        assert!(!plain.contains(EMULATED), "{plain}");
+        r.emulated = vec![Emulated {
+            configuration: "tcg".into(),
+            guests: vec![
+                EmulatedGuest {
+                    host: "g1".into(),
+                    reason: "no /dev/kvm".into(),
+                },
+                EmulatedGuest {
+                    host: "g2".into(),
+                    reason: "no /dev/kvm".into(),
+                },
+            ],
+        }];
+        let footnote = "tcg (emulated): guests g1, g2 emulated (TCG), not a virtualization measurement: no /dev/kvm";
+        for f in [Format::Table, Format::Markdown] {
+            let out = render(&r, f);
+            assert!(out.contains(footnote), "{out}");
+            assert!(out.contains("tcg (emulated) advantage"), "{out}");
+            assert!(!out.contains("metal (emulated)"), "{out}");
+        }
+        let md = render(&r, Format::Markdown);
+        assert!(
+            md.contains("| size | metal | tcg (emulated) | tcg (emulated) advantage |"),
+            "{md}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json)).unwrap();
+        assert_eq!(json["emulated"][0]["configuration"], "tcg");
+        assert_eq!(json["emulated"][0]["guests"][1]["host"], "g2");
+        let html = crate::html::render_html(&r);
+        assert!(
+            html.contains("<th class=\"emulated\">tcg (emulated)</th>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<th class=\"emulated\">tcg (emulated) advantage</th>"),
+            "{html}"
+        );
+        assert!(
+            html.contains(&format!("<p class=\"legend emulated\">{footnote}</p>")),
+            "{html}"
+        );
+        assert!(
+            html.contains("<li class=\"emulated\"><b>tcg (emulated)</b> vs <b>metal</b>"),
+            "{html}"
+        );
+    }
+}
