@@ -307,4 +307,41 @@ mod tests {
             "{html}"
         );
     }
+
+    /// A comparison across runs keeps the mark on the column that came
+    /// from an emulated configuration, under the column's label.
+    #[test]
+    fn a_comparison_marks_the_emulated_column() {
+        let text = format!(
+            "{}\nt,higher,,size,1,2,1,metal,10\nt,higher,,size,1,2,1,tcg,5\n",
+            crate::import::HEADER
+        );
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        r.tables[0].columns = vec!["metal".into(), "tcg".into()];
+        for c in &mut r.configurations {
+            c.spec = serde_json::Value::Null;
+        }
+        r.emulated = vec![Emulated {
+            configuration: "tcg".into(),
+            guests: vec![EmulatedGuest {
+                host: "g1".into(),
+                reason: "no /dev/kvm".into(),
+            }],
+        }];
+        let side = |c: usize, label: &str| crate::compare::Side {
+            label: label.into(),
+            report: &r,
+            config: c,
+        };
+        let both = crate::compare::combine(&[side(1, "7:tcg"), side(0, "7:metal")], 1);
+        assert_eq!(both.emulated.len(), 1);
+        assert_eq!(both.emulated[0].configuration, "7:tcg");
+        let out = render(&both, Format::Table);
+        assert!(out.contains("7:tcg (emulated) advantage"), "{out}");
+        assert!(
+            out.contains("7:tcg (emulated): guest g1 emulated (TCG)"),
+            "{out}"
+        );
+        assert!(!out.contains("7:metal (emulated)"), "{out}");
+    }
 }

@@ -172,7 +172,7 @@ pub fn render_body(report: &RunReport) -> String {
         }
         for (i, v) in report.series.iter().enumerate() {
             if v.workload == w {
-                series_section(v, i, &mut o);
+                series_section(report, v, i, &mut o);
             }
         }
         crate::monitors::html(&report.monitors, w, &series_chart, &mut o);
@@ -1625,8 +1625,8 @@ fn axes(
 /// point's interval figures, its band shaded behind it, the y
 /// axis around the data (not from zero, as the seed draws it), and the
 /// lines' summaries as a table.
-fn series_section(v: &crate::model::SeriesView, index: usize, o: &mut String) {
-    let title = crate::series::caption(v);
+fn series_section(report: &RunReport, v: &crate::model::SeriesView, index: usize, o: &mut String) {
+    let title = crate::series::caption(report, v);
     let _ = writeln!(o, "<h4>{}</h4>", esc(&title));
     series_chart(v, &format!("series-{index}"), &title, o);
     text_table(&crate::series::summary_rows(v), o);

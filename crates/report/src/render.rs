@@ -171,7 +171,7 @@ fn terminal(report: &RunReport) -> String {
         }
     }
     views_text(report, false, &mut out);
-    crate::series::text(&report.series, false, &mut out);
+    crate::series::text(report, false, &mut out);
     crate::monitors::text(&report.monitors, false, &mut out);
     crate::crosscheck::text(&report.crosschecks, false, &mut out);
     if !report.tables.is_empty() {
@@ -401,7 +401,7 @@ fn markdown(report: &RunReport) -> String {
         out.push('\n');
     }
     views_text(report, true, &mut out);
-    crate::series::text(&report.series, true, &mut out);
+    crate::series::text(report, true, &mut out);
     crate::monitors::text(&report.monitors, true, &mut out);
     if !report.crosschecks.is_empty() {
         crate::crosscheck::text(&report.crosschecks, true, &mut out);

@@ -303,12 +303,12 @@ pub fn summary_rows(v: &SeriesView) -> Vec<Vec<String>> {
 
 /// Every series view's summary as text (Markdown with `md`): the charts
 /// are the HTML's.
-pub fn text(views: &[SeriesView], md: bool, out: &mut String) {
+pub fn text(report: &crate::model::RunReport, md: bool, out: &mut String) {
     use std::fmt::Write;
-    for v in views {
+    for v in &report.series {
         let what = format!(
             "{} (per {}; the HTML report draws it)",
-            caption(v),
+            caption(report, v),
             if v.x_unit == "s" { "interval" } else { "entry" }
         );
         let rows = summary_rows(v);
@@ -323,9 +323,15 @@ pub fn text(views: &[SeriesView], md: bool, out: &mut String) {
     }
 }
 
-/// The caption of a view: `latencytest-1-broker · direct: One-way latency …`.
-pub fn caption(v: &SeriesView) -> String {
-    format!("{} · {}: {}", v.workload, v.configuration, v.title)
+/// The caption of a view: `latencytest-1-broker · direct: One-way latency …`
+/// (the configuration marked when it ran on emulated guests).
+pub fn caption(report: &crate::model::RunReport, v: &SeriesView) -> String {
+    format!(
+        "{} · {}: {}",
+        v.workload,
+        report.label(&v.configuration),
+        v.title
+    )
 }
 
 #[cfg(test)]
