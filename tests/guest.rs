@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Scratch;
@@ -152,6 +152,69 @@ fn guest_study(bed: &Bed, subnet_prefix: &str, extra: &str, workload: &str) -> S
     )
 }
 
+/// The directory a run's temporary files go to (its TMPDIR): a guest's
+/// scratch directory is made there, so the test sees what its run left.
+fn run_tmp(s: &Scratch) -> PathBuf {
+    let tmp = s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
+}
+
+/// `benchlab run STUDY` with its temporary files under `tmp` and its
+/// output piped.
+fn guest_run(s: &Scratch, tmp: &Path, study: &Path) -> Command {
+    let mut c = s.benchlab();
+    c.env("TMPDIR", tmp)
+        .arg("run")
+        .arg(study)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits (up to 240 s) until a guest's agent is up: an attach relay of
+/// the run's runs. The run must still be going.
+fn wait_for_guest_agent(child: &mut Child, tmp: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        assert!(Instant::now() < deadline, "the guest never came up");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        let relays = Command::new("pgrep")
+            .args(["-f", &format!("guest-attach {}/", tmp.display())])
+            .output()
+            .unwrap();
+        if !relays.stdout.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Nothing of a run is left: no QEMU started from `tmp`, nothing in
+/// `tmp`, no journal pending in the scratch's state directory.
+fn assert_nothing_left(s: &Scratch, tmp: &Path) {
+    let qemus = qemus_under(tmp);
+    assert!(qemus.is_empty(), "QEMU left: {qemus:?}");
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
+    assert!(journals.is_empty(), "journals left: {journals:?}");
+}
+
+/// A host's entry (name, roles, inventory) in `benchlab show --json`.
+fn host_entry<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    j["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == name)
+        .unwrap_or_else(|| panic!("no inventory of {name}: {j}"))
+}
+
 /// One boot shared by several assertions: the guest boots, its agent
 /// serves a net.pingpong point to a client in a namespace; its vCPU thread
 /// is pinned to the CPU asked while it runs; its huge pages are reserved
@@ -163,8 +226,7 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
     require_guests!();
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('a'), "10.234.1.0/24");
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = run_tmp(&s);
     let cpu = benchlab_guest::spec::online_cpus().last().copied().unwrap();
     let study = s.study(
         "g.toml",
@@ -176,14 +238,7 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
         ),
     );
     let before = hugepages_total();
-    let mut child = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .args(["run", study.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = guest_run(&s, &tmp, &study).spawn().unwrap();
     // While it runs: QEMU's vCPU thread is pinned, its pages reserved.
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut seen = None;
@@ -210,12 +265,7 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
     assert_eq!(hugepages_back_to(before), before, "huge pages given back");
     // The guest's own kernel answered: the agent ran in the guest.
     let j = s.json("1");
-    let vm = j["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["name"] == "vm")
-        .expect("the guest's inventory");
+    let vm = host_entry(&j, "vm");
     let kernel = benchlab_guest::kernel::Kernel::find().unwrap().release;
     let os = &vm["inventory"]["os"];
     assert_eq!(os["kernel_release"].as_str(), Some(kernel.as_str()), "{os}");
@@ -273,15 +323,7 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
     let p = &j["points"][0];
     assert!(p.to_string().contains("rtt_half_mean_us"), "{p}");
     // Nothing left: no QEMU, no scratch directory, no journal.
-    assert!(qemus_under(&tmp).is_empty());
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
-    assert!(journals.is_empty(), "journals left: {journals:?}");
+    assert_nothing_left(&s, &tmp);
 }
 
 /// A killed controller leaves QEMU, its scratch directory and its huge
@@ -292,8 +334,7 @@ fn a_killed_controller_leaves_nothing_after_restore() {
     require_guests!();
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('k'), "10.234.2.0/24");
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = run_tmp(&s);
     let study = s.study(
         "g.toml",
         &guest_study(
@@ -304,28 +345,12 @@ fn a_killed_controller_leaves_nothing_after_restore() {
         ),
     );
     let before = hugepages_total();
-    let mut child = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .args(["run", study.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+    let mut child = guest_run(&s, &tmp, &study)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the guest's agent is up (an attach relay runs).
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        assert!(Instant::now() < deadline, "the guest never came up");
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
-        let relays = Command::new("pgrep")
-            .args(["-f", &format!("guest-attach {}/", tmp.display())])
-            .output()
-            .unwrap();
-        if !relays.stdout.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_guest_agent(&mut child, &tmp);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
@@ -340,14 +365,63 @@ fn a_killed_controller_leaves_nothing_after_restore() {
         before,
         "restore gives the huge pages back"
     );
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
-    assert!(journals.is_empty(), "journals left: {journals:?}");
+    assert_nothing_left(&s, &tmp);
+}
+
+/// A PATH like this machine's, without QEMU: a directory of links to
+/// every program of the usual directories except `qemu-system-*`.
+fn path_without_qemu(s: &Scratch) -> PathBuf {
+    let bin = s.path("bin-without-qemu");
+    std::fs::create_dir_all(&bin).unwrap();
+    for dir in benchlab_guest::DEFAULT_PATH.split(':') {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let link = bin.join(&name);
+            if !name.to_string_lossy().starts_with("qemu-system-") && !link.exists() {
+                std::os::unix::fs::symlink(e.path(), link).unwrap();
+            }
+        }
+    }
+    bin
+}
+
+/// No QEMU on the PATH: the run is refused before anything starts,
+/// naming the host, its `guest` and the command that installs QEMU; no
+/// QEMU, tap, scratch directory or journal of the run is left.
+#[test]
+fn a_missing_qemu_is_refused_with_the_command_that_installs_it() {
+    let _serial = serial();
+    require_guests!();
+    let s = Scratch::new();
+    let tmp = run_tmp(&s);
+    let bin = path_without_qemu(&s);
+    assert!(bin.join("ip").exists() && !bin.join(benchlab_guest::QEMU).exists());
+    let study = s.study(
+        "g.toml",
+        "[study]\nname = \"g\"\n[[host]]\nname = \"vm\"\nguest = { vcpus = 1, memory = 256, net = \"direct\", ip = \"10.234.8.2/30\", peer = \"10.234.8.1/30\" }\n\
+         [[workload]]\nkind = \"net.pingpong\"\nserver = \"vm\"\n",
+    );
+    let child = guest_run(&s, &tmp, &study)
+        .env("PATH", &bin)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "host `vm`: its `guest` needs qemu-system-x86_64, and none is on the PATH ({}): run `apt-get install qemu-system-x86`",
+            bin.display()
+        )) && err.contains("nothing was run"),
+        "{err}"
+    );
+    // A guest's tap would be `blg<controller pid>-<n>`.
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    let tap = format!("blg{}-", pid % 1_000_000);
+    assert!(!links.contains(&tap), "a tap of the run is left: {links}");
+    assert_nothing_left(&s, &tmp);
 }
 
 /// `accel = "kvm"` where KVM cannot run a guest is refused before
@@ -522,8 +596,7 @@ fn two_guests_at_once_serve_one_point_and_leave_nothing() {
     }
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('t'), "10.234.4.0/24");
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = run_tmp(&s);
     let (c1, c2) = (online[0], online[1]);
     let b = &bed.name;
     let vm = |name: &str, ip: u8, cpu: usize| {
@@ -543,14 +616,7 @@ fn two_guests_at_once_serve_one_point_and_leave_nothing() {
         ),
     );
     let before = hugepages_total();
-    let mut child = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .args(["run", study.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = guest_run(&s, &tmp, &study).spawn().unwrap();
     // Both QEMUs at once, each vCPU thread on its own CPU.
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut seen = None;
@@ -581,13 +647,7 @@ fn two_guests_at_once_serve_one_point_and_leave_nothing() {
     let j = s.json("1");
     let mut cpus = Vec::new();
     for name in ["vm1", "vm2"] {
-        let h = j["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["name"] == name)
-            .unwrap_or_else(|| panic!("no inventory of {name}: {j}"));
-        let g = &h["inventory"]["guest"];
+        let g = &host_entry(&j, name)["inventory"]["guest"];
         eprintln!("{name} booted in {:.1} s ({})", g["boot_s"], g["accel"]);
         cpus.push(g["vcpu_cpus"].clone());
     }
@@ -597,15 +657,7 @@ fn two_guests_at_once_serve_one_point_and_leave_nothing() {
     for name in ["vm1", "vm2"] {
         assert!(p.contains(&format!("rtt_half_mean_us@{name}")), "{p}");
     }
-    assert!(qemus_under(&tmp).is_empty());
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
-    assert!(journals.is_empty(), "journals left: {journals:?}");
+    assert_nothing_left(&s, &tmp);
 }
 
 /// QEMU SIGKILLed in the middle of a point: the point fails (the run
@@ -617,8 +669,7 @@ fn a_killed_qemu_fails_its_point_and_leaves_nothing_after_restore() {
     require_guests!();
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('q'), "10.234.5.0/24");
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = run_tmp(&s);
     let study = s.study(
         "g.toml",
         &guest_study(
@@ -629,31 +680,13 @@ fn a_killed_qemu_fails_its_point_and_leaves_nothing_after_restore() {
         ),
     );
     let before = hugepages_total();
-    let mut child = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .args(["run", study.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+    let mut child = guest_run(&s, &tmp, &study)
+        .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the point runs: the server's and the client's agents
-    // are up (two attach relays, or more).
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let qemu = loop {
-        assert!(Instant::now() < deadline, "the guest never came up");
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
-        let relays = Command::new("pgrep")
-            .args(["-f", &format!("guest-attach {}/", tmp.display())])
-            .output()
-            .unwrap();
-        if !relays.stdout.is_empty() {
-            if let Some(&pid) = qemus_under(&tmp).first() {
-                break pid;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    // An agent of the guest is up: its QEMU runs.
+    wait_for_guest_agent(&mut child, &tmp);
+    let qemu = *qemus_under(&tmp).first().expect("the guest's QEMU");
     // Into the point (its duration is 600 s: the kill lands inside it).
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: kill(2) of the QEMU this test's run started.
@@ -680,14 +713,7 @@ fn a_killed_qemu_fails_its_point_and_leaves_nothing_after_restore() {
     s.run_ok(&["restore"]);
     assert!(qemus_under(&tmp).is_empty(), "QEMU left");
     assert_eq!(hugepages_back_to(before), before, "huge pages given back");
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    let journals = benchlab_env::journal::pending(&s.path("state").join("journal"));
-    assert!(journals.is_empty(), "journals left: {journals:?}");
+    assert_nothing_left(&s, &tmp);
 }
 
 /// A managed nginx started inside a guest (Debian's nginx from this
@@ -702,8 +728,7 @@ fn a_managed_nginx_in_a_guest_serves_web_load() {
     }
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('w'), "10.234.6.0/24");
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = run_tmp(&s);
     let study = s.study(
         "web.toml",
         &guest_study(
@@ -714,12 +739,7 @@ fn a_managed_nginx_in_a_guest_serves_web_load() {
              [[workload]]\nkind = \"web.load\"\nservice = \"web\"\nclients = [2]\nfile_set = \"single\"\ndirs = 1\n",
         ),
     );
-    let out = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
-        .args(["run", study.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = guest_run(&s, &tmp, &study).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
     let j = s.json("1");
@@ -729,20 +749,9 @@ fn a_managed_nginx_in_a_guest_serves_web_load() {
         .unwrap_or_else(|| panic!("no requests_per_s: {p}"));
     assert!(rps > 0.0, "{p}");
     assert_eq!(p["errors"][0].as_f64(), Some(0.0), "{p}");
-    let vm = j["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["name"] == "vm")
-        .expect("the guest's inventory");
+    let vm = host_entry(&j, "vm");
     assert!(vm["roles"].as_str().unwrap().contains("service"), "{vm}");
-    assert!(qemus_under(&tmp).is_empty());
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&s, &tmp);
 }
 
 /// Every file under `dir` (recursively) whose bytes contain `needle`.
@@ -788,8 +797,7 @@ fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret(
     }
     let s = Scratch::new();
     let bed = Bed::up(&s, &bed_name('q'), "10.234.7.0/24");
-    let tmp = s.path("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = run_tmp(&s);
     // 1 publisher and 1 subscriber on 1 queue, 3000 messages: the broker
     // must count 3000 received and 3000 delivered.
     let study = s.study(
@@ -807,12 +815,9 @@ fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret(
         // The broker's VM wants more than a pingpong guest.
         .replace("memory = 512", "memory = 1024"),
     );
-    let out = s
-        .benchlab()
-        .env("TMPDIR", &tmp)
+    let out = guest_run(&s, &tmp, &study)
         .env(VAR, PW)
         .env_remove("BENCHLAB_MQ_PASSWORD")
-        .args(["run", study.to_str().unwrap()])
         .output()
         .unwrap();
     let (stdout, stderr) = (
@@ -851,12 +856,7 @@ fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret(
     assert_eq!(counter("messages_received_total"), 3000, "{stop}");
     assert_eq!(counter("messages_delivered_total"), 3000, "{stop}");
     eprintln!("broker in a guest: {stop}");
-    let vm = j["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["name"] == "vm")
-        .expect("the guest's inventory");
+    let vm = host_entry(&j, "vm");
     assert!(vm["roles"].as_str().unwrap().contains("service"), "{vm}");
     // The secret is nowhere: not in the store (nor its journal files),
     // the state directory, the scratch, the report.
@@ -864,11 +864,5 @@ fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret(
     s.run_ok(&["report", "1", "--md", md.to_str().unwrap()]);
     let found = files_containing(s.dir.path(), PW.as_bytes());
     assert!(found.is_empty(), "the password is in {found:?}");
-    assert!(qemus_under(&tmp).is_empty());
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&s, &tmp);
 }
