@@ -552,6 +552,29 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
             && err.contains("nothing was run"),
         "{err}"
     );
+    // Huge pages are tried in preflight, the reservation journaled before
+    // the kernel is asked: with no journal to write (its directory is a
+    // file here) the kernel is not asked, and the run is refused naming
+    // the key and the pages. (A kernel that grants fewer pages than asked
+    // cannot be provoked safely on a shared machine: see the commit.)
+    let blocked = s.path("blocked-state");
+    std::fs::create_dir_all(&blocked).unwrap();
+    std::fs::write(blocked.join("journal"), "").unwrap();
+    let f = s.study("huge.toml", &study(", hugepages = true"));
+    let out = s
+        .benchlab()
+        .env("BENCHLAB_STATE_DIR", &blocked)
+        .args(["run", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("configuration `default`: guest.hugepages = true of host `vm`: cannot try reserving the 256 huge pages it needs: ")
+            && err.contains(&blocked.join("journal").display().to_string())
+            && err.contains("nothing was run"),
+        "{err}"
+    );
     // No guest kernel: the error names the set-up command that brings it.
     let empty = s.path("empty-cache");
     std::fs::create_dir_all(&empty).unwrap();

@@ -556,6 +556,9 @@ impl Pool {
             }
         }
         problems.extend(guest_cpu_conflicts(study, roles.keys()));
+        if problems.is_empty() {
+            problems.extend(unreservable_hugepages(study, roles.keys()));
+        }
         if !problems.is_empty() {
             bail!(
                 "preflight failed; nothing was run:\n  {}",
@@ -791,50 +794,28 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
     for config in &study.configurations {
         let roles = cpus_held_here(study, config, &used);
         let mut held: BTreeMap<usize, &str> = BTreeMap::new();
-        let mut hosts: Vec<&str> = Vec::new();
-        for w in &study.workloads {
-            for h in w.servers.iter().chain(&w.client_hosts) {
-                let h = config.host(h);
-                if !hosts.contains(&h) {
-                    hosts.push(h);
-                }
-            }
-        }
-        for d in &config.services {
-            if !hosts.contains(&d.host.as_str()) {
-                hosts.push(&d.host);
-            }
-        }
         let mut guests: Vec<(&str, u64)> = Vec::new();
-        for h in hosts {
-            if !used.iter().any(|u| u.as_str() == h) {
-                continue;
-            }
-            let Some(host) = study.hosts.iter().find(|x| x.name == h) else {
-                continue;
-            };
-            if let Transport::Guest(g) = &host.transport {
-                guests.push((h, g.memory_mib));
-                for &c in &g.cpus {
-                    if let Some(role) = roles.get(&c) {
-                        let free: Vec<usize> = online
-                            .iter()
-                            .copied()
-                            .filter(|c| !roles.contains_key(c))
-                            .collect();
+        for (h, g) in config_guests(study, config, &used) {
+            guests.push((h, g.memory_mib));
+            for &c in &g.cpus {
+                if let Some(role) = roles.get(&c) {
+                    let free: Vec<usize> = online
+                        .iter()
+                        .copied()
+                        .filter(|c| !roles.contains_key(c))
+                        .collect();
+                    problems.push(format!(
+                        "host `{h}`: guest.cpus: CPU {c} is held by {role} in configuration `{}`: a vCPU thread pinned there would compete with it; allowed: CPUs no other role of the configuration holds ({})",
+                        config.name,
+                        if free.is_empty() { "none here".into() } else { benchlab_guest::spec::list(&free) }
+                    ));
+                }
+                if let Some(other) = held.insert(c, h) {
+                    if other != h {
                         problems.push(format!(
-                            "host `{h}`: guest.cpus: CPU {c} is held by {role} in configuration `{}`: a vCPU thread pinned there would compete with it; allowed: CPUs no other role of the configuration holds ({})",
-                            config.name,
-                            if free.is_empty() { "none here".into() } else { benchlab_guest::spec::list(&free) }
+                            "host `{h}`: guest.cpus: CPU {c} is already held by guest `{other}` in configuration `{}`: give each guest CPUs of its own",
+                            config.name
                         ));
-                    }
-                    if let Some(other) = held.insert(c, h) {
-                        if other != h {
-                            problems.push(format!(
-                                "host `{h}`: guest.cpus: CPU {c} is already held by guest `{other}` in configuration `{}`: give each guest CPUs of its own",
-                                config.name
-                            ));
-                        }
                     }
                 }
             }
@@ -861,6 +842,80 @@ fn guest_cpu_conflicts<'a>(study: &Study, used: impl Iterator<Item = &'a String>
     problems.sort();
     problems.dedup();
     problems
+}
+
+/// The guests a configuration runs, among the hosts the run uses: each
+/// study name with its `guest` table.
+fn config_guests<'s>(
+    study: &'s Study,
+    config: &'s benchlab_core::study::Configuration,
+    used: &[&String],
+) -> Vec<(&'s str, &'s benchlab_core::study::GuestSpec)> {
+    let mut guests = Vec::new();
+    for h in study.configuration_hosts(config) {
+        if !used.iter().any(|u| u.as_str() == h) {
+            continue;
+        }
+        if let Transport::Guest(g) = &study.host(h).transport {
+            guests.push((h, g));
+        }
+    }
+    guests
+}
+
+/// The configurations whose guests' huge pages the kernel cannot give
+/// together. Tried, not guessed: the largest need is asked of the kernel
+/// once (journaled, given back at once, see
+/// [`benchlab_guest::hugepages::probe`]); a configuration that needs more
+/// than it granted is refused.
+fn unreservable_hugepages<'a>(
+    study: &Study,
+    used: impl Iterator<Item = &'a String>,
+) -> Vec<String> {
+    let used: Vec<&String> = used.collect();
+    // (configuration, its guests on huge pages, the pages they need)
+    let mut needs: Vec<(&str, String, u64)> = Vec::new();
+    for config in &study.configurations {
+        let (mut hosts, mut total) = (Vec::new(), 0);
+        for (h, g) in config_guests(study, config, &used) {
+            let spec = benchlab_guest::Spec {
+                name: h.to_string(),
+                guest: g.clone(),
+            };
+            if spec.hugepages_needed() > 0 {
+                hosts.push(format!("`{h}`"));
+                total += spec.hugepages_needed();
+            }
+        }
+        if total > 0 {
+            needs.push((&config.name, hosts.join(" and "), total));
+        }
+    }
+    let Some((config, hosts, most)) = needs.iter().max_by_key(|(_, _, n)| *n) else {
+        return Vec::new();
+    };
+    let granted = match benchlab_guest::hugepages::probe(
+        *most,
+        &benchlab_env::journal::journal_dir(),
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            return vec![format!(
+                "configuration `{config}`: guest.hugepages = true of host {hosts}: cannot try reserving the {most} huge pages it needs: {e}"
+            )]
+        }
+    };
+    let page_mib = benchlab_guest::spec::HUGEPAGE_KIB / 1024;
+    needs
+        .iter()
+        .filter(|(_, _, n)| *n > granted)
+        .map(|(config, hosts, n)| {
+            format!(
+                "configuration `{config}`: guest.hugepages = true of host {hosts} needs {n} huge pages of {page_mib} MiB ({} MiB); the kernel could give only {granted} now (tried and given back; free memory too short or too fragmented): lower guest.memory, set hugepages = false, or free memory",
+                n * page_mib
+            )
+        })
+        .collect()
 }
 
 /// This machine's CPUs that a configuration gives to a role other than

@@ -13,6 +13,7 @@
 //! left.
 
 pub mod accel;
+pub mod hugepages;
 pub mod init;
 pub mod initramfs;
 pub mod kernel;
