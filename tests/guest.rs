@@ -368,6 +368,18 @@ fn a_killed_controller_leaves_nothing_after_restore() {
     assert_nothing_left(&s, &tmp);
 }
 
+/// `benchlab run STUDY` through `c`, which must be refused before
+/// anything starts; its error output.
+fn refused(mut c: Command, study: &Path) -> String {
+    let out = c.arg("run").arg(study).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && err.contains("nothing was run"),
+        "{err}"
+    );
+    err
+}
+
 /// A PATH like this machine's, without QEMU: a directory of links to
 /// every program of the usual directories except `qemu-system-*`.
 fn path_without_qemu(s: &Scratch) -> PathBuf {
@@ -440,16 +452,13 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
     };
     let probe = benchlab_guest::accel::probe().unwrap();
     let f = s.study("kvm.toml", &study(", accel = \"kvm\""));
-    let out = s.run(&["run", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
     if probe.works {
         eprintln!("KVM runs guests here: accel = \"kvm\" is not refused");
     } else {
-        assert!(!out.status.success());
+        let err = refused(s.benchlab(), &f);
         assert!(
             err.contains("guest.accel = \"kvm\": KVM cannot run a guest on this machine")
-                && err.contains(&probe.reason)
-                && err.contains("nothing was run"),
+                && err.contains(&probe.reason),
             "{err}"
         );
     }
@@ -458,9 +467,7 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
         "big.toml",
         &study(&format!(", vcpus = {}", online + 1)).replace("vcpus = 1, ", ""),
     );
-    let out = s.run(&["run", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = refused(s.benchlab(), &f);
     assert!(
         err.contains(&format!(
             "guest.vcpus = {}: this host has {online} CPU(s)",
@@ -469,15 +476,13 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
         "{err}"
     );
     let f = s.study("cpu.toml", &study(", cpus = [4096]"));
-    let out = s.run(&["run", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(s.benchlab(), &f);
     assert!(err.contains("CPU 4096 is not an online CPU"), "{err}");
     let f = s.study(
         "mem.toml",
         &study("").replace("memory = 512", &format!("memory = {}", 1u64 << 30)),
     );
-    let out = s.run(&["run", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(s.benchlab(), &f);
     assert!(
         err.contains("guest.memory") && err.contains("MiB available"),
         "{err}"
@@ -492,15 +497,12 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
          [[workload]]\nkind = \"net.pingpong\"\nserver = \"vm1\"\n[[workload]]\nkind = \"net.pingpong\"\nserver = \"vm2\"\n"
     );
     let f = s.study("two.toml", &two);
-    let out = s.run(&["run", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = refused(s.benchlab(), &f);
     assert!(
         err.contains(&format!(
             "guest.memory: its guests together need {} MiB",
             2 * each
-        )) && err.contains("allowed at most")
-            && err.contains("nothing was run"),
+        )) && err.contains("allowed at most"),
         "{err}"
     );
     // A vCPU pinned to a CPU that another role of the same configuration
@@ -527,9 +529,7 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
         ));
     }
     let f = s.study("held.toml", &held);
-    let out = s.run(&["run", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = refused(s.benchlab(), &f);
     let free = cpus[..cpus.len() - 1]
         .iter()
         .map(|c| c.to_string())
@@ -548,8 +548,7 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
         )) && err.contains(&format!(
             "host `vm`: guest.cpus: CPU {cpu} is held by the shield (`shield`) in configuration `shielded`"
         )) && !err.contains("`apart`")
-            && !err.contains("server side")
-            && err.contains("nothing was run"),
+            && !err.contains("server side"),
         "{err}"
     );
     // Huge pages are tried in preflight, the reservation journaled before
@@ -561,36 +560,24 @@ fn kvm_and_impossible_guests_are_refused_before_anything_starts() {
     std::fs::create_dir_all(&blocked).unwrap();
     std::fs::write(blocked.join("journal"), "").unwrap();
     let f = s.study("huge.toml", &study(", hugepages = true"));
-    let out = s
-        .benchlab()
-        .env("BENCHLAB_STATE_DIR", &blocked)
-        .args(["run", f.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let mut c = s.benchlab();
+    c.env("BENCHLAB_STATE_DIR", &blocked);
+    let err = refused(c, &f);
     assert!(
         err.contains("configuration `default`: guest.hugepages = true of host `vm`: cannot try reserving the 256 huge pages it needs: ")
-            && err.contains(&blocked.join("journal").display().to_string())
-            && err.contains("nothing was run"),
+            && err.contains(&blocked.join("journal").display().to_string()),
         "{err}"
     );
     // No guest kernel: the error names the set-up command that brings it.
     let empty = s.path("empty-cache");
     std::fs::create_dir_all(&empty).unwrap();
     let f = s.study("nokernel.toml", &study(""));
-    let out = s
-        .benchlab()
-        .env("BENCHLAB_CACHE_DIR", &empty)
-        .args(["run", f.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let mut c = s.benchlab();
+    c.env("BENCHLAB_CACHE_DIR", &empty);
+    let err = refused(c, &f);
     assert!(
         err.contains("host `vm`: no guest kernel in")
-            && err.contains("run `bash scripts/guest-kernel.sh`")
-            && err.contains("nothing was run"),
+            && err.contains("run `bash scripts/guest-kernel.sh`"),
         "{err}"
     );
     let f = s.study(
