@@ -344,4 +344,48 @@ mod tests {
         );
         assert!(!out.contains("7:metal (emulated)"), "{out}");
     }
+
+    /// A sentence under a curve that names an emulated configuration as
+    /// a word gets the mark; one that names only others, or contains the
+    /// name inside another word, does not.
+    #[test]
+    fn curve_sentences_naming_an_emulated_line_are_marked() {
+        let line = |name: &str| crate::model::CurveLine {
+            configuration: name.into(),
+            points: Vec::new(),
+            peak: None,
+        };
+        let v = crate::model::CurveView {
+            workload: "w".into(),
+            kind: "k".into(),
+            fixed: String::new(),
+            x_param: "clients".into(),
+            metric: "m".into(),
+            title: "m".into(),
+            decimals: 0,
+            better: benchlab_core::Better::Higher,
+            x: Vec::new(),
+            x_values: Vec::new(),
+            lines: vec![line("vm"), line("metal")],
+            ratios: Vec::new(),
+            notes: Vec::new(),
+            findings: Vec::new(),
+            pairs: Vec::new(),
+        };
+        let text = format!("{}\nt,higher,,size,1,2,1,a,1\n", crate::import::HEADER);
+        let mut r = crate::import::figures_csv("s", &text).unwrap();
+        r.emulated = vec![Emulated {
+            configuration: "vm".into(),
+            guests: Vec::new(),
+        }];
+        assert_eq!(
+            finding(&r, &v, "At their peaks metal is 2.00× faster than vm (4 against 2 m)."),
+            "At their peaks metal is 2.00× faster than vm (4 against 2 m). (vm (emulated): emulated, not a virtualization measurement)"
+        );
+        assert_eq!(
+            finding(&r, &v, "metal peaks at 4 clients with 4 m."),
+            "metal peaks at 4 clients with 4 m."
+        );
+        assert_eq!(finding(&r, &v, "vms are fast."), "vms are fast.");
+    }
 }

@@ -1280,7 +1280,11 @@ fn latency_section(report: &RunReport, o: &mut String) {
             .iter()
             .map(|v| {
                 (
-                    format!("{} (rep {})", v.configuration, v.repetition + 1),
+                    format!(
+                        "{} (rep {})",
+                        report.label(&v.configuration),
+                        v.repetition + 1
+                    ),
                     v.quantiles_us
                         .iter()
                         .enumerate()
@@ -1303,7 +1307,7 @@ fn latency_section(report: &RunReport, o: &mut String) {
             .filter(|v| !v.series_us.is_empty())
             .map(|v| {
                 (
-                    v.configuration.clone(),
+                    report.label(&v.configuration),
                     v.series_us
                         .iter()
                         .enumerate()
@@ -1340,7 +1344,7 @@ fn points_section(report: &RunReport, o: &mut String) {
             let _ = writeln!(
                 o,
                 "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&p.configuration),
+                esc(&report.label(&p.configuration)),
                 esc(&p.workload),
                 esc(&p.label),
                 esc(m),
