@@ -219,7 +219,10 @@ fn host_entry<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
 /// serves a net.pingpong point to a client in a namespace; its vCPU thread
 /// is pinned to the CPU asked while it runs; its huge pages are reserved
 /// while it runs and given back after; the inventory describes it and
-/// marks it emulated; nothing is left after the run.
+/// marks it emulated; nothing is left after the run. The guest runs only
+/// for the configuration that uses it: the configurations before and
+/// after it move the server to a namespace host, and no QEMU is seen
+/// during their points (polled from /proc against the samples' times).
 #[test]
 fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
     let _serial = serial();
@@ -234,20 +237,30 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
             &bed,
             "10.234.1",
             &format!(", cpus = [{cpu}], hugepages = true, accel = \"auto\""),
-            "[[workload]]\nkind = \"net.pingpong\"\nserver = \"vm\"\n",
+            &format!(
+                "[[host]]\nname = \"ns2\"\nnetns = \"bl-{b}-ns2\"\naddress = \"10.234.1.2\"\n\
+                 [[configuration]]\nname = \"host-before\"\nhosts = {{ vm = \"ns2\" }}\n\
+                 [[configuration]]\nname = \"guest\"\n\
+                 [[configuration]]\nname = \"host-after\"\nhosts = {{ vm = \"ns2\" }}\n\
+                 [[workload]]\nkind = \"net.pingpong\"\nserver = \"vm\"\n",
+                b = bed.name
+            ),
         ),
     );
     let before = hugepages_total();
     let mut child = guest_run(&s, &tmp, &study).spawn().unwrap();
-    // While it runs: QEMU's vCPU thread is pinned, its pages reserved.
-    let deadline = Instant::now() + Duration::from_secs(240);
+    // While it runs: QEMU's vCPU thread is pinned, its pages reserved;
+    // and how many QEMUs run, when.
+    let deadline = Instant::now() + Duration::from_secs(300);
     let mut seen = None;
+    let mut polls: Vec<(String, usize)> = Vec::new();
     while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-        if let Some(&pid) = qemus_under(&tmp).first() {
+        let qemus = qemus_under(&tmp);
+        polls.push((benchlab_core::units::now_rfc3339(), qemus.len()));
+        if let (None, Some(&pid)) = (&seen, qemus.first()) {
             let vcpus = vcpu_affinity(pid);
             if !vcpus.is_empty() && vcpus.iter().all(|(_, a)| *a == cpu.to_string()) {
                 seen = Some((vcpus, hugepages_total()));
-                break;
             }
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -295,13 +308,13 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
         );
     }
     // Every format of the report marks the configuration that ran on the
-    // guest when, and only when, TCG ran it.
+    // guest when, and only when, TCG ran it; not those on a namespace host.
     let tcg = g["accel"] == "tcg";
-    let footnote = "default (emulated): guest vm emulated (TCG), not a virtualization measurement";
+    let footnote = "guest (emulated): guest vm emulated (TCG), not a virtualization measurement";
     let text = s.run_ok(&["show", "1"]);
     assert_eq!(text.contains(footnote), tcg, "{text}");
     assert_eq!(
-        text.contains("configuration default (emulated)"),
+        text.contains("configuration guest (emulated)"),
         tcg,
         "{text}"
     );
@@ -309,19 +322,72 @@ fn a_guest_serves_pingpong_pinned_on_huge_pages_and_leaves_nothing() {
     s.run_ok(&["report", "1", "--html", html.to_str().unwrap()]);
     let html = std::fs::read_to_string(html).unwrap();
     assert_eq!(
-        html.contains("<th class=\"emulated\">default (emulated)</th>"),
+        html.contains("<th class=\"emulated\">guest (emulated)</th>"),
         tcg
     );
     assert_eq!(
-        j["emulated"][0]["configuration"] == "default",
+        j["emulated"][0]["configuration"] == "guest",
         tcg,
         "{}",
         j["emulated"]
     );
     assert_eq!(j["emulated"][0]["guests"][0]["host"] == "vm", tcg);
-    // One pingpong point, measured through the guest's NIC.
-    let p = &j["points"][0];
-    assert!(p.to_string().contains("rtt_half_mean_us"), "{p}");
+    assert!(!text.contains("host-before (emulated)") && !text.contains("host-after (emulated)"));
+    // One pingpong point per configuration, the guest's measured through
+    // its NIC.
+    let points = j["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "{points:?}");
+    let p = points
+        .iter()
+        .find(|p| p["configuration"] == "guest")
+        .unwrap();
+    assert!(
+        p["metrics"]["rtt_half_mean_us"][0].as_f64().unwrap() > 0.0,
+        "{p}"
+    );
+    // QEMU ran during the guest's point only: seen in every poll inside
+    // it, in none inside the namespace host's points.
+    let store = benchlab_store::Store::open(&s.db()).unwrap();
+    let rows = store.points(1).unwrap();
+    for sample in store.samples(1).unwrap() {
+        let config = rows
+            .iter()
+            .find(|r| r.id == sample.point_id)
+            .unwrap()
+            .config_idx;
+        let during: Vec<usize> = polls
+            .iter()
+            .filter(|(t, _)| *t >= sample.started_at && *t <= sample.ended_at)
+            .map(|(_, n)| *n)
+            .collect();
+        assert!(
+            !during.is_empty(),
+            "no poll inside configuration {config}'s point"
+        );
+        let want = if config == 1 { 1 } else { 0 };
+        assert!(
+            during.iter().all(|&n| n == want),
+            "configuration {config}: QEMUs seen {during:?}, want {want}"
+        );
+    }
+    // One boot, for the configuration that uses it, and its stop when the
+    // next one began; each in the run's events.
+    let events: Vec<&str> = j["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    let boots: Vec<&&str> = events.iter().filter(|m| m.contains(" booted ")).collect();
+    assert_eq!(boots.len(), 1, "{events:?}");
+    assert!(
+        boots[0].starts_with("vm booted for configuration `guest` in "),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"vm stopped (configuration `host-after` does not use it)"),
+        "{events:?}"
+    );
     // Nothing left: no QEMU, no scratch directory, no journal.
     assert_nothing_left(&s, &tmp);
 }

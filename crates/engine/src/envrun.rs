@@ -116,6 +116,14 @@ impl EnvControl {
         self.config_name = config.name.clone();
         self.server = config.server.clone();
         self.client = config.client.clone();
+        // The guests of the configuration left go (their environments
+        // were just reverted, their services stopped by the runner), this
+        // one's boot: before its environment applies, in them too.
+        crate::guests::stop_leaving(ctx, idx);
+        if let Err(why) = crate::guests::enter(ctx, idx) {
+            self.failed = Some(why);
+            return Ok(());
+        }
         let profile = match &profile_name {
             Some(name) => match load_profile(study, name) {
                 Ok(p) => Some(p),

@@ -4,7 +4,7 @@
 //! of the same version, and able to reach the others' data ports before
 //! the first point runs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -209,6 +209,132 @@ fn resolve(host: &Host) -> Result<IpAddr> {
 /// A host's name, the roles it plays (`client,server`) and its inventory.
 pub(crate) type HostInventory = (String, String, serde_json::Value);
 
+/// What the study's configurations use, each after its `hosts` map: the
+/// one account of which host plays which role in which configuration,
+/// read by the preflight (what to check), the inventory appendix (the
+/// roles) and the run (which guests a configuration boots).
+#[derive(Default)]
+pub(crate) struct Uses {
+    /// Per host, each role it plays (`server`, `client`, `service`) with
+    /// the configurations (indices) that give it.
+    roles: BTreeMap<String, BTreeMap<&'static str, Vec<usize>>>,
+    /// Per configuration, the (client host, server host) pairs of its
+    /// workloads.
+    pairs: Vec<Vec<(String, String)>>,
+    /// Per client host, the agents it needs at once (one per target).
+    slots: BTreeMap<String, usize>,
+    /// Configuration names, for the roles' text.
+    configs: Vec<String>,
+}
+
+impl Uses {
+    /// Every configuration's hosts: a host only one configuration moves a
+    /// side to is checked before the first point too.
+    pub(crate) fn of(study: &Study) -> Uses {
+        let mut u = Uses {
+            roles: BTreeMap::new(),
+            pairs: vec![Vec::new(); study.configurations.len()],
+            slots: BTreeMap::new(),
+            configs: study
+                .configurations
+                .iter()
+                .map(|c| c.name.clone())
+                .collect(),
+        };
+        let mut add = |host: &str, role: &'static str, config: usize| {
+            let c = u
+                .roles
+                .entry(host.to_string())
+                .or_default()
+                .entry(role)
+                .or_default();
+            if !c.contains(&config) {
+                c.push(config);
+            }
+        };
+        for (ci, config) in study.configurations.iter().enumerate() {
+            for w in &study.workloads {
+                for s in w.servers.iter().map(|s| config.host(s)) {
+                    add(s, "server", ci);
+                    for c in w.client_hosts.iter().map(|c| config.host(c)) {
+                        let pair = (c.to_string(), s.to_string());
+                        if !u.pairs[ci].contains(&pair) {
+                            u.pairs[ci].push(pair);
+                        }
+                    }
+                }
+                for c in w.client_hosts.iter().map(|c| config.host(c)) {
+                    add(c, "client", ci);
+                    let n = u.slots.entry(c.to_string()).or_default();
+                    *n = (*n).max(w.servers.len());
+                }
+            }
+            // A managed service's host is reached even when no workload
+            // names it (its service is still checked, started and stopped
+            // there); configuration services carry their mapped hosts.
+            for d in config.services.iter().filter(|d| d.address.is_none()) {
+                add(&d.host, "service", ci);
+            }
+        }
+        u
+    }
+
+    /// The hosts configuration `config` uses, in name order.
+    pub(crate) fn hosts_of(&self, config: usize) -> Vec<&str> {
+        self.roles
+            .iter()
+            .filter(|(_, r)| r.values().any(|cs| cs.contains(&config)))
+            .map(|(h, _)| h.as_str())
+            .collect()
+    }
+
+    /// The roles a host plays in any configuration.
+    fn roles_of(&self, host: &str) -> Vec<&'static str> {
+        self.roles
+            .get(host)
+            .map(|r| r.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// A host's roles for the inventory appendix (`server,client in b`).
+    fn role_text(&self, host: &str) -> String {
+        let all = self.configs.len();
+        self.roles[host]
+            .iter()
+            .map(|(role, configs)| {
+                if configs.len() == all {
+                    role.to_string()
+                } else {
+                    let names: Vec<&str> =
+                        configs.iter().map(|&i| self.configs[i].as_str()).collect();
+                    format!("{role} in {}", names.join(" and "))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every configuration's pairs, once each.
+    fn all_pairs(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for p in self.pairs.iter().flatten() {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+}
+
+/// A guest booted during the run, as recorded: its facts and its host's
+/// inventory (the guest's own kernel's, with the facts under `guest`).
+pub(crate) struct Booted {
+    /// What QEMU and the guest are.
+    pub(crate) facts: benchlab_guest::vm::Facts,
+    /// The host's inventory row.
+    pub(crate) inventory: HostInventory,
+}
+
 /// Every agent of a run, started lazily and keyed by (host, role, slot):
 /// a host that serves several targets' clients at once gets one client
 /// agent per target.
@@ -222,9 +348,13 @@ pub(crate) struct Pool {
     /// Each used host's kernel (`boot_id`), in study order: hosts that
     /// share one are network namespaces of one machine.
     pub(crate) boot_ids: Vec<(String, String)>,
-    /// The guests booted for this run, by host name (stopped, and all
-    /// they made undone, when the pool is dropped).
+    /// The guests running now, by host name (stopped, and all they made
+    /// undone, when the pool is dropped).
     guests: BTreeMap<String, benchlab_guest::Guest>,
+    /// Which host each configuration uses, in which role.
+    uses: Uses,
+    /// Guests whose emulation the user was told of.
+    told_emulated: BTreeSet<String>,
 }
 
 impl Pool {
@@ -356,12 +486,14 @@ impl Pool {
         if let Transport::Guest(_) = &h.transport {
             let guest = self.guests.get(host).ok_or_else(|| AgentError::Refused {
                 name: name.clone(),
-                reason: "the guest is not running".into(),
+                reason:
+                    "the guest is not running (it boots when a configuration that uses it starts)"
+                        .into(),
             })?;
             if guest.watch().is_none_or(|w| w.gone()) {
                 return Err(AgentError::Refused {
                     name: name.clone(),
-                    reason: "the guest has ended (its QEMU was killed or crashed); `benchlab run --resume` boots it again".into(),
+                    reason: "the guest has ended (its QEMU was killed or crashed); it boots again when the next configuration that uses it starts".into(),
                 });
             }
             let path = remote_path(h).map_err(|e| AgentError::Spawn {
@@ -395,6 +527,169 @@ impl Pool {
             }
         }
         out
+    }
+
+    /// Whether a host is a guest benchlab boots.
+    pub(crate) fn is_guest(&self, host: &str) -> bool {
+        self.hosts
+            .get(host)
+            .is_some_and(|h| matches!(h.transport, Transport::Guest(_)))
+    }
+
+    /// The guests configuration `config` uses: the hosts its workloads'
+    /// sides, targets and services land on after its `hosts` map.
+    pub(crate) fn guests_of(&self, config: usize) -> Vec<String> {
+        self.uses
+            .hosts_of(config)
+            .into_iter()
+            .filter(|h| self.is_guest(h))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The guests running now that configuration `config` does not use.
+    pub(crate) fn guests_leaving(&self, config: usize) -> Vec<String> {
+        let keep = self.guests_of(config);
+        self.guests
+            .keys()
+            .filter(|h| !keep.contains(h))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a guest was booted (and not stopped since) and still runs
+    /// (`Some(false)`: its QEMU ended, killed or crashed).
+    pub(crate) fn guest_state(&self, host: &str) -> Option<bool> {
+        self.guests
+            .get(host)
+            .map(|g| g.watch().is_some_and(|w| !w.gone()))
+    }
+
+    /// Boots a guest and proves its agent of this version: returns its
+    /// facts and inventory. On any failure nothing of it is left.
+    pub(crate) fn boot_guest(&mut self, host: &str, interrupt: &AtomicBool) -> Result<Booted> {
+        let h = self.hosts[host].clone();
+        let Transport::Guest(g) = &h.transport else {
+            bail!("host `{host}` is not a guest");
+        };
+        let spec = benchlab_guest::Spec {
+            name: host.to_string(),
+            guest: g.clone(),
+        };
+        let guest = benchlab_guest::Guest::boot(&spec, &benchlab_env::journal::journal_dir())?;
+        let facts = guest.facts.clone();
+        self.guests.insert(host.to_string(), guest);
+        match self.greet_guest(host, interrupt) {
+            Ok((mut inventory, boot_id)) => {
+                inventory["guest"] = serde_json::to_value(&facts).unwrap_or_default();
+                self.boot_ids.retain(|(h, _)| h != host);
+                self.boot_ids.push((host.to_string(), boot_id));
+                Ok(Booted {
+                    facts,
+                    inventory: (host.to_string(), self.uses.role_text(host), inventory),
+                })
+            }
+            Err(e) => {
+                self.stop_guest(host);
+                Err(e)
+            }
+        }
+    }
+
+    /// A booted guest's first agent: its version, its inventory, its
+    /// kernel's boot id.
+    fn greet_guest(
+        &mut self,
+        host: &str,
+        interrupt: &AtomicBool,
+    ) -> Result<(serde_json::Value, String)> {
+        // Services are started by the host's server-role agent.
+        let roles = self.uses.roles_of(host);
+        let role = if roles.contains(&"server") || roles.contains(&"service") {
+            Role::Server
+        } else {
+            Role::Client
+        };
+        let agent = self.agent(host, role, 0).context("unreachable")?;
+        if agent.version != benchlab_core::VERSION {
+            bail!(
+                "runs benchlab {}, this controller is {}",
+                agent.version,
+                benchlab_core::VERSION
+            );
+        }
+        let inventory =
+            match agent.request(&Request::Inventory, Duration::from_secs(60), interrupt)? {
+                Response::Inventory { inventory } => inventory,
+                other => bail!("bad inventory answer {other:?}"),
+            };
+        let boot_id = match agent.request(&Request::EnvProbe, Duration::from_secs(30), interrupt)? {
+            Response::EnvProbed { boot_id, .. } => boot_id,
+            other => bail!("bad probe answer {other:?}"),
+        };
+        Ok((inventory, boot_id))
+    }
+
+    /// Proves, for configuration `config`, that each client host reaches
+    /// each server host's data port where either end is one of `booted`.
+    pub(crate) fn probe_guests(
+        &mut self,
+        config: usize,
+        booted: &[String],
+        interrupt: &AtomicBool,
+    ) -> Result<()> {
+        let pairs: Vec<(String, String)> = self.uses.pairs[config]
+            .iter()
+            .filter(|(c, s)| booted.contains(c) || booted.contains(s))
+            .cloned()
+            .collect();
+        for (client, server) in pairs {
+            self.probe(&client, &server, interrupt).with_context(|| {
+                format!(
+                    "host `{client}` cannot reach host `{server}`'s data address {}",
+                    self.address(&server)
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Stops a guest: its agents first (their services must already be
+    /// stopped), then QEMU, its journal closed and its huge pages given
+    /// back. Returns what could not be undone; `None` if it was not
+    /// running.
+    pub(crate) fn stop_guest(&mut self, host: &str) -> Option<Vec<String>> {
+        let guest = self.guests.remove(host)?;
+        let alive = guest.watch().is_some_and(|w| !w.gone());
+        let mine: Vec<(String, Role, usize)> = self
+            .agents
+            .keys()
+            .filter(|(h, _, _)| h == host)
+            .cloned()
+            .collect();
+        for key in mine {
+            if let Some(mut a) = self.agents.remove(&key) {
+                // A dead guest's agents cannot answer: no 5 s wait each.
+                if alive {
+                    a.shutdown();
+                } else {
+                    a.kill_now();
+                }
+            }
+        }
+        self.boot_ids.retain(|(h, _)| h != host);
+        Some(guest.stop())
+    }
+
+    /// The guests running now, by name.
+    pub(crate) fn running_guests(&self) -> Vec<String> {
+        self.guests.keys().cloned().collect()
+    }
+
+    /// Whether the user is yet to be told that this guest is emulated
+    /// (once per guest and run, whatever the number of boots).
+    pub(crate) fn first_emulated_note(&mut self, host: &str) -> bool {
+        self.told_emulated.insert(host.to_string())
     }
 
     /// The agent for a side, started if needed.
@@ -466,69 +761,12 @@ impl Pool {
         let mut notes = Vec::new();
         let mut pending_restore = false;
         let mut boot_ids = Vec::new();
-        // Every configuration's hosts (its `hosts` map applied): a host
-        // only one configuration moves a side to is checked before the
-        // first point too. Each role remembers the configurations that
-        // give it, for the appendix.
-        let mut uses: BTreeMap<String, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        let mut slots: BTreeMap<String, usize> = BTreeMap::new();
-        let mut add = |host: &str, role: &'static str, config: usize| {
-            let c = uses
-                .entry(host.to_string())
-                .or_default()
-                .entry(role)
-                .or_default();
-            if !c.contains(&config) {
-                c.push(config);
-            }
-        };
-        for (ci, config) in study.configurations.iter().enumerate() {
-            for w in &study.workloads {
-                for s in w.servers.iter().map(|s| config.host(s)) {
-                    add(s, "server", ci);
-                    for c in w.client_hosts.iter().map(|c| config.host(c)) {
-                        let pair = (c.to_string(), s.to_string());
-                        if !pairs.contains(&pair) {
-                            pairs.push(pair);
-                        }
-                    }
-                }
-                for c in w.client_hosts.iter().map(|c| config.host(c)) {
-                    add(c, "client", ci);
-                    let n = slots.entry(c.to_string()).or_default();
-                    *n = (*n).max(w.servers.len());
-                }
-            }
-            // A managed service's host is reached even when no workload
-            // names it (its service is still checked, started and stopped
-            // there); configuration services carry their mapped hosts.
-            for d in config.services.iter().filter(|d| d.address.is_none()) {
-                add(&d.host, "service", ci);
-            }
-        }
+        let uses = Uses::of(study);
         let roles: BTreeMap<String, Vec<&str>> = uses
+            .roles
             .iter()
             .map(|(h, r)| (h.clone(), r.keys().copied().collect()))
             .collect();
-        let all = study.configurations.len();
-        let role_text = |host: &str| -> String {
-            uses[host]
-                .iter()
-                .map(|(role, configs)| {
-                    if configs.len() == all {
-                        role.to_string()
-                    } else {
-                        let names: Vec<&str> = configs
-                            .iter()
-                            .map(|&i| study.configurations[i].name.as_str())
-                            .collect();
-                        format!("{role} in {}", names.join(" and "))
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        };
         let mut problems: Vec<String> = Vec::new();
         let mut inventories = Vec::new();
         let mut pool = Pool {
@@ -542,10 +780,14 @@ impl Pool {
             launchers: [Vec::new(), Vec::new()],
             boot_ids: Vec::new(),
             guests: BTreeMap::new(),
+            uses: Uses::default(),
+            told_emulated: BTreeSet::new(),
         };
-        // Guests are checked (all of them) before any boots, and boot
-        // after the other hosts' journals were probed: a booting guest's
-        // journal on this machine is not an earlier run's.
+        // Guests are checked (all of them) here, but none boots: each
+        // boots when a configuration that uses it starts (see
+        // `guests.rs`), after every other host's journals were probed, so
+        // that a booting guest's journal on this machine is never taken
+        // for an earlier run's.
         for host in roles.keys() {
             if let Transport::Guest(g) = &pool.hosts[host].transport {
                 let spec = benchlab_guest::Spec {
@@ -565,9 +807,7 @@ impl Pool {
                 problems.join("\n  ")
             );
         }
-        let mut order: Vec<&String> = roles.keys().collect();
-        order.sort_by_key(|h| matches!(pool.hosts[*h].transport, Transport::Guest(_)));
-        for host in order {
+        for host in roles.keys() {
             let rs = &roles[host];
             let h = pool.hosts[host].clone();
             let what = format!("host `{host}` ({})", route(&h));
@@ -580,31 +820,8 @@ impl Pool {
                     continue;
                 }
             }
-            if let Transport::Guest(g) = &h.transport {
-                // Another host already failed: booting would only delay
-                // the report.
-                if !problems.is_empty() {
-                    continue;
-                }
-                let spec = benchlab_guest::Spec {
-                    name: host.clone(),
-                    guest: g.clone(),
-                };
-                match benchlab_guest::Guest::boot(&spec, &benchlab_env::journal::journal_dir()) {
-                    Ok(guest) => {
-                        if let Some(why) = &guest.facts.emulated {
-                            notes.push(format!(
-                                "{what}: {} ({why})",
-                                benchlab_guest::accel::EMULATED
-                            ));
-                        }
-                        pool.guests.insert(host.clone(), guest);
-                    }
-                    Err(e) => {
-                        problems.push(format!("{what}: {e}"));
-                        continue;
-                    }
-                }
+            if let Transport::Guest(_) = &h.transport {
+                continue;
             }
             if h.deploy {
                 if let Transport::Ssh { .. } = h.transport {
@@ -620,7 +837,7 @@ impl Pool {
                 started.push((Role::Server, 0));
             }
             if rs.contains(&"client") {
-                for slot in 0..slots[host] {
+                for slot in 0..uses.slots[host] {
                     started.push((Role::Client, slot));
                 }
             }
@@ -699,15 +916,19 @@ impl Pool {
                     }
                 }
             }
-            if let Some(mut inv) = inventory {
-                if let Some(g) = pool.guests.get(host) {
-                    inv["guest"] = serde_json::to_value(&g.facts).unwrap_or_default();
-                }
-                inventories.push((host.clone(), role_text(host), inv));
+            if let Some(inv) = inventory {
+                inventories.push((host.clone(), uses.role_text(host), inv));
             }
         }
         if problems.is_empty() {
-            for (client, server) in &pairs {
+            // A pair with a guest at either end is probed when the guest
+            // boots.
+            let now: Vec<(String, String)> = uses
+                .all_pairs()
+                .into_iter()
+                .filter(|(c, s)| !pool.is_guest(c) && !pool.is_guest(s))
+                .collect();
+            for (client, server) in &now {
                 if let Err(e) = pool.probe(client, server, interrupt) {
                     let ip = pool.address(server);
                     let dest = match pool.hosts[server].data_port {
@@ -722,6 +943,7 @@ impl Pool {
             }
         }
         pool.boot_ids = boot_ids;
+        pool.uses = uses;
         if !problems.is_empty() {
             pool.kill_all();
             bail!(

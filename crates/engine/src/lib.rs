@@ -9,6 +9,7 @@ mod combine;
 mod context;
 mod engine;
 mod envrun;
+mod guests;
 mod hosts;
 mod lock;
 mod monitors;

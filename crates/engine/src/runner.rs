@@ -371,6 +371,14 @@ impl Engine<'_> {
                 params: point.params.clone(),
             },
         )?;
+        // The services on guests this configuration does not use stop
+        // first, through the agents that hold them: the switch stops
+        // those guests.
+        let leaving = crate::guests::leaving(&self.ctx, point.config);
+        if !leaving.is_empty() {
+            self.svc
+                .stop_on(&mut self.ctx, &leaving, "its configuration ended");
+        }
         let switched = self.env.switch(point.config, &entry.name, &mut self.ctx);
         self.tell();
         switched?;
@@ -573,6 +581,7 @@ impl Engine<'_> {
         if interrupted {
             // The abandoned point's sides may be mid-measurement: stop them now.
             self.ctx.pool.kill_all();
+            crate::guests::stop_all(&mut self.ctx);
             self.ctx
                 .store
                 .set_run_status(run_id, RunStatus::Interrupted, &at)?;
@@ -583,6 +592,7 @@ impl Engine<'_> {
                 "stopped by a signal; finished repetitions are kept",
             )?;
         } else {
+            crate::guests::stop_all(&mut self.ctx);
             self.ctx.pool.shutdown();
             let status = if stopped {
                 RunStatus::Failed

@@ -117,7 +117,9 @@ pub(crate) fn secrets_for(
 /// runs: on the controller (the template and its variables) and on the
 /// service's host through its agent (the program installed, the CPUs
 /// online, the port free, the document root not someone else's), so that
-/// bad input stops the run before its first point.
+/// bad input stops the run before its first point. A guest's services are
+/// checked on the controller only: their host checks them when the guest
+/// boots ([`check_on`]).
 pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
     let mut checked: Vec<&serde_json::Value> = Vec::new();
     for c in &study.configurations {
@@ -127,48 +129,91 @@ pub(crate) fn check_all(study: &Study, pool: &mut Pool) -> anyhow::Result<()> {
                 continue;
             }
             checked.push(&decl.spec);
-            // The study file first: the agent's error names the service
-            // and its key, not where they were written.
-            let within = || format!("{}: configuration `{}`", study.file, c.name);
-            let plan = plan_of(decl, study, c, pool).with_context(within)?;
-            let secrets = secrets_for(&plan, &decl.host, pool).with_context(within)?;
-            // A lost agent here is a preflight failure like one lost while
-            // the inventory is read: nothing is stored yet, and the error
-            // says so (the fault suite killed one 73 ms into a run).
-            let lost = |e: &dyn std::fmt::Display| {
-                anyhow::anyhow!(
-                    "preflight failed; nothing was run: service `{}`: {e}",
-                    decl.name
-                )
-            };
-            let agent = pool
-                .agent(&decl.host, Role::Server, 0)
-                .map_err(|e| lost(&e))
-                .with_context(within)?;
-            match agent.request(
-                &Request::ServiceCheck {
-                    plan,
-                    scratch_base: None,
-                    secrets,
-                },
-                QUICK,
-                &NEVER,
-            ) {
-                Ok(Response::ServiceChecked) => {}
-                Ok(Response::Error { message, .. }) => {
-                    return Err(anyhow::anyhow!("{message}")).with_context(within)
-                }
-                Ok(other) => {
-                    return Err(anyhow::anyhow!(
-                        "service `{}`: unexpected answer {other:?}",
+            let on_host = !pool.is_guest(&decl.host);
+            check_one(study, c, decl, pool, on_host)
+                .map_err(|e| match e {
+                    // A lost agent here is a preflight failure like one lost
+                    // while the inventory is read: nothing is stored yet, and
+                    // the error says so (the fault suite killed one 73 ms into
+                    // a run).
+                    Checked::Lost(e) => anyhow::anyhow!(
+                        "preflight failed; nothing was run: service `{}`: {e}",
                         decl.name
-                    ))
-                }
-                Err(e) => return Err(lost(&e)).with_context(within),
-            }
+                    ),
+                    Checked::Refused(e) => e,
+                })
+                // The study file first: the agent's error names the service
+                // and its key, not where they were written.
+                .with_context(|| format!("{}: configuration `{}`", study.file, c.name))?;
         }
     }
     Ok(())
+}
+
+/// Checks configuration `config`'s managed services on `host` through its
+/// agent (a guest just booted for it): `Err` says why they cannot start.
+pub(crate) fn check_on(
+    study: &Study,
+    config: usize,
+    host: &str,
+    pool: &mut Pool,
+) -> Result<(), String> {
+    let c = &study.configurations[config];
+    for decl in c
+        .services
+        .iter()
+        .filter(|d| d.address.is_none() && d.host == host)
+    {
+        check_one(study, c, decl, pool, true).map_err(|e| match e {
+            Checked::Lost(e) => format!("service `{}`: {e}", decl.name),
+            Checked::Refused(e) => format!("{e:#}"),
+        })?;
+    }
+    Ok(())
+}
+
+/// Why a service check failed.
+enum Checked {
+    /// Its host's agent was lost.
+    Lost(String),
+    /// The service cannot start there, and why.
+    Refused(anyhow::Error),
+}
+
+/// One service's check: its plan on the controller, then (`on_host`)
+/// every check a start makes, through its host's agent.
+fn check_one(
+    study: &Study,
+    c: &Configuration,
+    decl: &ServiceDecl,
+    pool: &mut Pool,
+    on_host: bool,
+) -> Result<(), Checked> {
+    let plan = plan_of(decl, study, c, pool).map_err(Checked::Refused)?;
+    let secrets = secrets_for(&plan, &decl.host, pool).map_err(Checked::Refused)?;
+    if !on_host {
+        return Ok(());
+    }
+    let agent = pool
+        .agent(&decl.host, Role::Server, 0)
+        .map_err(|e| Checked::Lost(e.to_string()))?;
+    match agent.request(
+        &Request::ServiceCheck {
+            plan,
+            scratch_base: None,
+            secrets,
+        },
+        QUICK,
+        &NEVER,
+    ) {
+        Ok(Response::ServiceChecked) => Ok(()),
+        Ok(Response::Error { message, .. }) => Err(Checked::Refused(anyhow::anyhow!("{message}"))),
+        Ok(other) => Err(Checked::Refused(anyhow::anyhow!(
+            "service `{}`: unexpected answer {other:?}",
+            decl.name
+        ))),
+        Err(e) => Err(Checked::Lost(e.to_string())),
+    }
 }
 
 /// A service this run started and holds.
@@ -490,6 +535,20 @@ impl Services {
                 }
             };
             ctx.event("service", &msg);
+        }
+    }
+
+    /// Stops the services this run holds on `hosts` (guests about to be
+    /// stopped), through the agents that hold them.
+    pub(crate) fn stop_on(&mut self, ctx: &mut RunCtx<'_>, hosts: &[String], why: &str) {
+        let names: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(_, r)| hosts.contains(&r.host))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in names {
+            self.stop_one(ctx, &n, why);
         }
     }
 
