@@ -752,7 +752,9 @@ impl Pool {
     /// anything runs, that each is reachable and of this version and that
     /// every client host reaches every server host's data port. Reports
     /// one line per failing host. Returns the pool and each host's
-    /// inventory with its roles.
+    /// inventory with its roles. Guests are checked but not booted: each
+    /// boots, and is proved and inventoried, when a configuration that
+    /// uses it starts (`guests.rs`).
     pub(crate) fn preflight(
         study: &Study,
         interrupt: &AtomicBool,
