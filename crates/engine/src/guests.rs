@@ -17,7 +17,7 @@ pub(crate) fn enter(ctx: &mut RunCtx<'_>, idx: usize) -> Result<(), String> {
     let study = ctx.study;
     let config = &study.configurations[idx].name;
     let mut booted = Vec::new();
-    for host in ctx.pool.guests_of(idx) {
+    for host in ctx.pool.guests_of(study, idx) {
         match ctx.pool.guest_state(&host) {
             Some(true) => continue,
             Some(false) => stop(ctx, &host, "its QEMU had ended"),
@@ -109,7 +109,7 @@ pub(crate) fn stop(ctx: &mut RunCtx<'_>, host: &str, why: &str) {
 
 /// The running guests configuration `idx` does not use.
 pub(crate) fn leaving(ctx: &RunCtx<'_>, idx: usize) -> Vec<String> {
-    ctx.pool.guests_leaving(idx)
+    ctx.pool.guests_leaving(ctx.study, idx)
 }
 
 /// Stops the guests configuration `idx` does not use; their services and

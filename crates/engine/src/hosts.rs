@@ -211,8 +211,10 @@ pub(crate) type HostInventory = (String, String, serde_json::Value);
 
 /// What the study's configurations use, each after its `hosts` map: the
 /// one account of which host plays which role in which configuration,
-/// read by the preflight (what to check), the inventory appendix (the
-/// roles) and the run (which guests a configuration boots).
+/// read by the preflight (what to check and probe), the inventory
+/// appendix (the roles) and a guest's boot (its first agent, its data
+/// paths). Which hosts a configuration uses at all is
+/// `Study::configuration_hosts`.
 #[derive(Default)]
 pub(crate) struct Uses {
     /// Per host, each role it plays (`server`, `client`, `service`) with
@@ -277,15 +279,6 @@ impl Uses {
             }
         }
         u
-    }
-
-    /// The hosts configuration `config` uses, in name order.
-    pub(crate) fn hosts_of(&self, config: usize) -> Vec<&str> {
-        self.roles
-            .iter()
-            .filter(|(_, r)| r.values().any(|cs| cs.contains(&config)))
-            .map(|(h, _)| h.as_str())
-            .collect()
     }
 
     /// The roles a host plays in any configuration.
@@ -536,11 +529,12 @@ impl Pool {
             .is_some_and(|h| matches!(h.transport, Transport::Guest(_)))
     }
 
-    /// The guests configuration `config` uses: the hosts its workloads'
-    /// sides, targets and services land on after its `hosts` map.
-    pub(crate) fn guests_of(&self, config: usize) -> Vec<String> {
-        self.uses
-            .hosts_of(config)
+    /// The guests configuration `config` of `study` uses: the hosts its
+    /// workloads' sides, targets and services land on after its `hosts`
+    /// map.
+    pub(crate) fn guests_of(&self, study: &Study, config: usize) -> Vec<String> {
+        study
+            .configuration_hosts(&study.configurations[config])
             .into_iter()
             .filter(|h| self.is_guest(h))
             .map(str::to_string)
@@ -548,8 +542,8 @@ impl Pool {
     }
 
     /// The guests running now that configuration `config` does not use.
-    pub(crate) fn guests_leaving(&self, config: usize) -> Vec<String> {
-        let keep = self.guests_of(config);
+    pub(crate) fn guests_leaving(&self, study: &Study, config: usize) -> Vec<String> {
+        let keep = self.guests_of(study, config);
         self.guests
             .keys()
             .filter(|h| !keep.contains(h))

@@ -547,9 +547,7 @@ impl Services {
             .filter(|(_, r)| hosts.contains(&r.host))
             .map(|(n, _)| n.clone())
             .collect();
-        for n in names {
-            self.stop_one(ctx, &n, why);
-        }
+        self.stop_these(ctx, &names, why);
     }
 
     /// Stops every service this run holds.
