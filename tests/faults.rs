@@ -4,8 +4,10 @@
 //! **Kills.** For each killable component — the controller (`benchlab
 //! run`), a workload agent, an environment agent, a background-load worker
 //! and a managed server (nginx's master, RabbitMQ's `beam.smp` or its
-//! `epmd`, smbd's main process) — and each host kind — local, network
-//! namespace, SSH (a real sshd in a namespace of a test bed) — the suite
+//! `epmd`, smbd's main process), and a guest's QEMU — and each host
+//! kind — local, network namespace, SSH (a real sshd in a namespace of a
+//! test bed), guest (the server side in a QEMU guest on a test bed's
+//! bridge, with huge pages; only `fake` and `net.*`) — the suite
 //! SIGKILLs the component at seeded random moments spread over a run's
 //! three phases: *apply* (preflight and the configuration's profile and
 //! load), *run* (the points) and *revert* (after the last point). Each
@@ -26,14 +28,18 @@
 //! included: beam.smp, epmd, smbd, nginx), mount, loop device (the
 //! share's image too), file or scratch directory in the scratch and
 //! temporary directories, journal, changed sysctl (on the machine and in
-//! each namespace) or cgroup.
+//! each namespace) or cgroup; of a guest: no QEMU, scratch directory, tap
+//! or huge page reservation. Components inside a guest (its agents, a
+//! server there) cannot be killed from the host: their cells are "n/a",
+//! as a QEMU's are on the other kinds.
 //!
 //! **Storage faults.** The database's file system filled mid-run, the
 //! scratch target's filled; a corrupted database, a read-only one, one of
 //! a newer schema, two controllers writing one database at once.
 //!
 //! The kill matrix prints a table (component × host kind). Settings:
-//! `BENCHLAB_FAULT_KILLS` (kills per cell; default [`DEFAULT_KILLS`], the
+//! `BENCHLAB_FAULT_KILLS` (kills per cell; default [`DEFAULT_KILLS`] and
+//! [`DEFAULT_GUEST_KILLS`], the
 //! count CI runs), `BENCHLAB_FAULT_SEED` (default: from the clock; printed
 //! either way), `BENCHLAB_FAULT_DOC=path` (also write the table as
 //! Markdown there, as docs/reliability.md was written). When chasing a
@@ -60,6 +66,14 @@ use common::Scratch;
 /// first; a RabbitMQ trial alone takes 10–20 s (the broker boots again
 /// for the resume), which is what bounds these counts.
 const DEFAULT_KILLS: [usize; 3] = [4, 2, 1];
+
+/// Kills per (component, guest host kind) when `BENCHLAB_FAULT_KILLS` is
+/// unset. A guest trial boots QEMU under TCG twice (the killed run and
+/// its resume or next run: 15-30 s a trial on this loaded 2-core
+/// machine), after a reference run per workload that boots it once more
+/// (15-20 s): one kill per component is what fits the three to four
+/// minutes CI can give the guest kind.
+const DEFAULT_GUEST_KILLS: usize = 1;
 
 /// The storage tests and the kill matrix change mounts and settings that
 /// the others' checks look at: one at a time.
@@ -103,6 +117,9 @@ enum HostKind {
     Local,
     Netns,
     Ssh,
+    /// The server side in a QEMU guest on the test bed's bridge (booted
+    /// by the run), the client side in the bed's generator namespace.
+    Guest,
 }
 
 impl HostKind {
@@ -111,6 +128,7 @@ impl HostKind {
             HostKind::Local => "local",
             HostKind::Netns => "netns",
             HostKind::Ssh => "ssh",
+            HostKind::Guest => "guest",
         }
     }
 }
@@ -122,15 +140,18 @@ enum Component {
     EnvAgent,
     LoadWorker,
     Server,
+    /// A guest's QEMU (`qemu-system-*`, named `benchlab-<host>`).
+    Qemu,
 }
 
 impl Component {
-    const ALL: [Component; 5] = [
+    const ALL: [Component; 6] = [
         Component::Controller,
         Component::Agent,
         Component::EnvAgent,
         Component::LoadWorker,
         Component::Server,
+        Component::Qemu,
     ];
 
     fn name(self) -> &'static str {
@@ -140,6 +161,22 @@ impl Component {
             Component::EnvAgent => "environment agent",
             Component::LoadWorker => "load worker",
             Component::Server => "managed server",
+            Component::Qemu => "qemu",
+        }
+    }
+
+    /// Whether the suite can kill this component on this host kind. A
+    /// QEMU exists only for a guest. In a guest, what runs inside the VM
+    /// (its agents, its environment agent and load worker, a managed
+    /// server) is out of the host's reach: the cells of this kind kill
+    /// the controller, QEMU, and what the run keeps on the host (the
+    /// generator's workload and environment agents, the host machine's
+    /// load worker). The managed servers would run in the guest: n/a.
+    fn applies(self, kind: HostKind) -> bool {
+        match self {
+            Component::Qemu => kind == HostKind::Guest,
+            Component::Server => kind != HostKind::Guest,
+            _ => true,
         }
     }
 }
@@ -191,6 +228,9 @@ const PHASES: [Phase; 3] = [Phase::Apply, Phase::Run, Phase::Revert];
 /// What one cell of the table counts.
 #[derive(Default, Clone)]
 struct Tally {
+    /// Not a component of this host kind (a QEMU off a guest; a managed
+    /// server, which would run inside the guest): "n/a" in the table.
+    na: bool,
     kills: usize,
     by_phase: BTreeMap<&'static str, usize>,
     by_workload: BTreeMap<String, usize>,
@@ -246,6 +286,17 @@ impl Cell {
         cell
     }
 
+    /// How long a run of this cell's studies may take before it is
+    /// called hung: a guest boots under TCG (15-60 s here) before its
+    /// first point.
+    fn limit(&self) -> Duration {
+        Duration::from_secs(if self.kind == HostKind::Guest {
+            400
+        } else {
+            120
+        })
+    }
+
     fn state(&self) -> PathBuf {
         self.base.path("state")
     }
@@ -267,7 +318,13 @@ impl Cell {
         let file = self.base.study(
             "bed.toml",
             &format!(
-                "[testbed]\nname = \"{name}\"\ntopology = \"direct\"\nsubnet = \"10.{}.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n",
+                "[testbed]\nname = \"{name}\"\ntopology = \"{}\"\nsubnet = \"10.{}.0.0/24\"\n[[testbed.host]]\nname = \"sut\"\n[[testbed.host]]\nname = \"gen\"\n",
+                // A guest's tap joins the bed's bridge.
+                if self.kind == HostKind::Guest {
+                    "bridge"
+                } else {
+                    "direct"
+                },
                 self.subnet
             ),
         );
@@ -397,6 +454,19 @@ impl Cell {
                 ),
                 self.addr(1),
             ),
+            // The bed's sut namespace stays unused: the server side is
+            // the guest, at .20 on the bed's bridge.
+            HostKind::Guest => (
+                format!(
+                    "[[host]]\nname = \"sut\"\nguest = {{ vcpus = 1, memory = 256, hugepages = true, net = \"bridge\", bridge = \"{b}-br\", netns = \"bl-{b}-switch\", ip = \"{ip}/24\" }}\n\
+                     [[host]]\nname = \"generator\"\nnetns = \"{}\"\naddress = \"{}\"\n",
+                    self.ns("gen"),
+                    self.addr(2),
+                    b = self.bed.as_deref().unwrap_or(""),
+                    ip = self.addr(20),
+                ),
+                self.addr(20),
+            ),
             HostKind::Ssh => (
                 format!(
                     "[[host]]\nname = \"sut\"\nssh = \"root@{0}\"\naddress = \"{0}\"\nidentity = \"{1}\"\n\
@@ -481,6 +551,7 @@ impl Drop for Cell {
 /// the machine's values on a local host and each namespace's on the others.
 const PROFILE: &str = "[profile]\ndescription = \"fault suite\"\n[sysctl]\n\"net.ipv4.tcp_fin_timeout\" = 37\n\"net.core.somaxconn\" = 3333\n";
 const SYSCTLS: [&str; 2] = ["net/ipv4/tcp_fin_timeout", "net/core/somaxconn"];
+const HUGEPAGES: &str = "vm/nr_hugepages";
 
 /// The managed servers' password (RabbitMQ's user, Samba's tdbsam
 /// entry), read from the environment by the services and the clients.
@@ -539,13 +610,17 @@ fn all_pids() -> Vec<i32> {
 /// it; SSH sessions get it from sshd), or naming its scratch in their
 /// command line or any variable of their environment (a server's
 /// detached helper, as RabbitMQ's `epmd -daemon`, keeps the broker's
-/// variables, which name its scratch directory).
+/// variables, which name its scratch directory). A guest's QEMU is also
+/// found by `BENCHLAB_GUEST_RUN`, its scratch directory under this cell's
+/// temporary directory.
 fn our_processes(cell: &Cell) -> Vec<Proc> {
     let marker = format!("BENCHLAB_STATE_DIR={}", cell.state().display());
+    let guest_run = format!("BENCHLAB_GUEST_RUN={}/", cell.tmp().display());
     let base = cell.base.dir.path().display().to_string();
     let in_env = |env: &[u8]| {
         env.split(|b| *b == 0).any(|v| {
             v == marker.as_bytes()
+                || v.starts_with(guest_run.as_bytes())
                 || v.windows(base.len() + 1)
                     .any(|w| w[0] == b'=' && &w[1..] == base.as_bytes())
         })
@@ -691,7 +766,17 @@ fn victim(
             // forks serve the connections).
             pick(roots(&these).iter().map(|p| p.pid).collect(), rng)
         }
+        // The guest's QEMU, by its program and the name benchlab gives it.
+        Component::Qemu => pick(
+            procs.iter().filter(|p| is_qemu(p)).map(|p| p.pid).collect(),
+            rng,
+        ),
     }
+}
+
+/// A QEMU of this cell's guest (`-name benchlab-sut,…`).
+fn is_qemu(p: &Proc) -> bool {
+    program(p).starts_with("qemu-system") && p.cmd.contains("benchlab-sut")
 }
 
 // ---------------------------------------------------------------- a run
@@ -870,6 +955,12 @@ fn snapshot(cell: &Cell) -> BTreeMap<String, String> {
         let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
         s.insert(format!("machine {k}"), v.trim().to_string());
     }
+    // A guest's huge pages: reserved for the run (`hugepages = true`),
+    // given back after it or by `restore`.
+    if cell.kind == HostKind::Guest {
+        let v = std::fs::read_to_string(format!("/proc/sys/{HUGEPAGES}")).unwrap_or_default();
+        s.insert(format!("machine {HUGEPAGES}"), v.trim().to_string());
+    }
     if cell.bed.is_some() {
         for host in ["sut", "gen"] {
             for k in SYSCTLS {
@@ -961,6 +1052,23 @@ fn files_in(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A guest's taps (`blg…`) on the bed's bridge, in its switch namespace.
+fn taps(cell: &Cell) -> Vec<String> {
+    if cell.kind != HostKind::Guest {
+        return Vec::new();
+    }
+    let out = Command::new("ip")
+        .args(["-n", &cell.ns("switch"), "-o", "link", "show"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .filter(|n| n.starts_with("blg"))
+        .collect()
+}
+
 /// Everything left behind, waiting a little for processes on their way out.
 fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
     let until = Instant::now() + Duration::from_secs(10);
@@ -1015,6 +1123,19 @@ fn leftovers(cell: &Cell, before: &BTreeMap<String, String>) -> Vec<String> {
     for f in files_in(&cell.state().join("journal")) {
         left.push(format!("journal {f}"));
     }
+    for t in taps(cell) {
+        left.push(format!("tap {t}"));
+    }
+    // A killed QEMU's huge pages return to the kernel a moment after it
+    // is gone, as its memory file is released.
+    let pages = format!("machine {HUGEPAGES}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while cell.kind == HostKind::Guest
+        && snapshot(cell).get(&pages) != before.get(&pages)
+        && Instant::now() < until
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let after = snapshot(cell);
     for (k, v) in before {
         if after.get(k) != Some(v) {
@@ -1045,6 +1166,11 @@ fn force_clean(cell: &Cell, before: &BTreeMap<String, String>) {
         if let Some(dev) = l.split_whitespace().next() {
             let _ = Command::new("losetup").args(["-d", dev]).status();
         }
+    }
+    for t in taps(cell) {
+        let _ = Command::new("ip")
+            .args(["-n", &cell.ns("switch"), "link", "del", &t])
+            .status();
     }
     for d in [
         cell.tmp(),
@@ -1077,7 +1203,7 @@ fn reference(cell: &mut Cell, wl: Wl) -> Result<Timing, String> {
     let study = cell.study(wl, &format!("ref-{}", cell.trial));
     let run = Running::start(cell.benchlab(&db, &["run", study.to_str().unwrap()]));
     let lines_at = run.lines.clone();
-    let (code, hung, err) = run.finish(Duration::from_secs(120));
+    let (code, hung, err) = run.finish(cell.limit());
     if code != Some(0) || hung {
         return Err(format!("reference {} run: exit {code:?}: {err}", wl.name()));
     }
@@ -1166,7 +1292,7 @@ fn trial(
         .iter()
         .filter_map(|(_, l)| reported(l))
         .collect();
-    let (code, hung, err) = run.finish(Duration::from_secs(120));
+    let (code, hung, err) = run.finish(cell.limit());
     let first_failure = err
         .lines()
         .find(|l| is_sample_line(l) && l.contains("FAILED"))
@@ -1314,7 +1440,8 @@ fn moment(t: Timing, phase: Phase, rng: &mut Rng) -> Duration {
 
 /// Kills per cell of a host kind: `BENCHLAB_FAULT_KILLS` for every kind,
 /// else [`DEFAULT_KILLS`] (more of the cheap local kills, fewer of the
-/// SSH ones, each of which starts SSH sessions for every agent).
+/// SSH ones, each of which starts SSH sessions for every agent;
+/// [`DEFAULT_GUEST_KILLS`] for guests, each of which boots QEMU).
 fn kills_per_cell(kind: HostKind) -> usize {
     std::env::var("BENCHLAB_FAULT_KILLS")
         .ok()
@@ -1323,6 +1450,7 @@ fn kills_per_cell(kind: HostKind) -> usize {
             HostKind::Local => DEFAULT_KILLS[0],
             HostKind::Netns => DEFAULT_KILLS[1],
             HostKind::Ssh => DEFAULT_KILLS[2],
+            HostKind::Guest => DEFAULT_GUEST_KILLS,
         })
 }
 
@@ -1348,13 +1476,16 @@ fn phase_name(p: Phase) -> &'static str {
 }
 
 /// The workloads a component's kills cycle through: a managed server
-/// exists only under the server workloads. `BENCHLAB_FAULT_WORKLOADS=mq,fs`
-/// narrows them (when chasing a fault).
-fn workloads(c: Component) -> Vec<Wl> {
+/// exists only under the server workloads; a guest runs `fake` and
+/// `net.*` (their server sides in the guest), what one boot under TCG
+/// affords. `BENCHLAB_FAULT_WORKLOADS=mq,fs` narrows them (when chasing a
+/// fault).
+fn workloads(c: Component, kind: HostKind) -> Vec<Wl> {
     let only = std::env::var("BENCHLAB_FAULT_WORKLOADS").unwrap_or_default();
     Wl::ALL
         .into_iter()
         .filter(|w| c != Component::Server || w.server().is_some())
+        .filter(|w| kind != HostKind::Guest || matches!(w, Wl::Fake | Wl::Net))
         .filter(|w| only.is_empty() || only.split(',').any(|o| o == w.name()))
         .collect()
 }
@@ -1376,12 +1507,30 @@ fn sigkill_every_component_on_every_host_kind() {
             return benchlab_testkit::missing(what);
         }
     }
+    // The guest kind's QEMU, the busybox of benchlab's initramfs and the
+    // guest kernel (scripts/setup.sh brings all three).
+    if benchlab_testkit::find_program("qemu-system-x86_64").is_none() {
+        return benchlab_testkit::missing("QEMU (Debian package qemu-system-x86)");
+    }
+    if !Path::new("/bin/busybox").exists() {
+        return benchlab_testkit::missing("busybox-static (scripts/setup.sh installs it)");
+    }
+    if benchlab_guest::kernel::Kernel::find().is_err() {
+        return benchlab_testkit::missing(
+            "the guest kernel (bash scripts/guest-kernel.sh, run by scripts/setup.sh)",
+        );
+    }
     let _serial = serial();
     let seed = seed();
-    let counts: Vec<String> = [HostKind::Local, HostKind::Netns, HostKind::Ssh]
-        .iter()
-        .map(|k| format!("{} {}", k.name(), kills_per_cell(*k)))
-        .collect();
+    let counts: Vec<String> = [
+        HostKind::Local,
+        HostKind::Netns,
+        HostKind::Ssh,
+        HostKind::Guest,
+    ]
+    .iter()
+    .map(|k| format!("{} {}", k.name(), kills_per_cell(*k)))
+    .collect();
     let counts = counts.join(", ");
     eprintln!("fault suite: seed {seed} (BENCHLAB_FAULT_SEED), kills per cell: {counts} (BENCHLAB_FAULT_KILLS)");
     let mut rng = Rng(seed);
@@ -1411,11 +1560,11 @@ fn sigkill_every_component_on_every_host_kind() {
         (HostKind::Local, 0u8),
         (HostKind::Netns, 241),
         (HostKind::Ssh, 242),
+        (HostKind::Guest, 243),
     ] {
         if !only.is_empty() && !only.split(',').any(|h| h == kind.name()) {
             continue;
         }
-        let kills = kills_per_cell(kind);
         let mut cell = Cell::new(kind, subnet);
         let mut timings: HashMap<Wl, Timing> = HashMap::new();
         for c in Component::ALL {
@@ -1424,10 +1573,20 @@ fn sigkill_every_component_on_every_host_kind() {
             {
                 continue;
             }
+            let kills = kills_per_cell(kind);
             let tally = table.entry((c, kind)).or_default();
+            if !c.applies(kind) {
+                tally.na = true;
+                continue;
+            }
             let mut attempts = 0;
             let mut retry = 0;
-            let wls = workloads(c);
+            let first_phase = if kind == HostKind::Guest {
+                rng.below(3)
+            } else {
+                0
+            };
+            let wls = workloads(c, kind);
             // Three draws per kill, and three more: on a loaded machine
             // a run may end before a moment drawn from the reference's
             // timing, and the next draws (later phases) can miss too.
@@ -1446,7 +1605,17 @@ fn sigkill_every_component_on_every_host_kind() {
                 };
                 let timing = match timings.get(&wl) {
                     Some(t) => *t,
-                    None => match reference(&mut cell, wl) {
+                    None => match reference(&mut cell, wl).or_else(|e| {
+                        // A guest's reference, on a machine this loaded,
+                        // may miss a preflight deadline (an agent's answer
+                        // within 20 s) while QEMU emulates on a whole CPU:
+                        // once more before it counts as a failure.
+                        if kind != HostKind::Guest {
+                            return Err(e);
+                        }
+                        eprintln!("reference {} on guest failed, once more: {e}", wl.name());
+                        reference(&mut cell, wl)
+                    }) {
                         Ok(t) => {
                             timings.insert(wl, t);
                             t
@@ -1463,7 +1632,9 @@ fn sigkill_every_component_on_every_host_kind() {
                 // every phase; a retry moves on to the next phase: a
                 // component that no longer runs in one (an agent after
                 // the last point) is tried in the others.
-                let phase = PHASES[(k + k / wls.len() + retry) % 3];
+                // A guest cell's single kill starts in a seeded phase, not
+                // always in apply.
+                let phase = PHASES[(k + k / wls.len() + retry + first_phase) % 3];
                 let at = moment(timing, phase, &mut rng);
                 let t0 = Instant::now();
                 let r = match trial(&mut cell, wl, c, part, at, timing, &mut rng) {
@@ -1579,6 +1750,9 @@ fn sigkill_every_component_on_every_host_kind() {
         if narrowed {
             break;
         }
+        if t.na {
+            continue;
+        }
         assert!(
             t.kills >= kills_per_cell(*k),
             "{} on {}: only {} kills landed",
@@ -1609,6 +1783,10 @@ fn markdown_table(
         elapsed.as_secs_f64()
     );
     for ((c, k), t) in table {
+        if t.na {
+            s += &format!("| {} | {} | n/a | | | | | | |\n", c.name(), k.name());
+            continue;
+        }
         let ph = |p: &str| t.by_phase.get(p).copied().unwrap_or(0);
         let wl: Vec<String> = t
             .by_workload
