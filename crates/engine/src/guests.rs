@@ -125,9 +125,9 @@ pub(crate) fn stop_leaving(ctx: &mut RunCtx<'_>, idx: usize) {
     }
 }
 
-/// Stops every guest still running (the run ends).
-pub(crate) fn stop_all(ctx: &mut RunCtx<'_>) {
+/// Stops every guest still running (the run ends, `why`).
+pub(crate) fn stop_all(ctx: &mut RunCtx<'_>, why: &str) {
     for host in ctx.pool.running_guests() {
-        stop(ctx, &host, "the run ended");
+        stop(ctx, &host, why);
     }
 }

@@ -577,11 +577,21 @@ impl Engine<'_> {
         reverted?;
 
         let interrupted = self.ctx.interrupt.load(Ordering::Relaxed);
-        let at = now_rfc3339();
         if interrupted {
             // The abandoned point's sides may be mid-measurement: stop them now.
             self.ctx.pool.kill_all();
-            crate::guests::stop_all(&mut self.ctx);
+        }
+        // The guests' stops come before the run's closing event.
+        crate::guests::stop_all(
+            &mut self.ctx,
+            if interrupted {
+                "the run was interrupted"
+            } else {
+                "the run ended"
+            },
+        );
+        let at = now_rfc3339();
+        if interrupted {
             self.ctx
                 .store
                 .set_run_status(run_id, RunStatus::Interrupted, &at)?;
@@ -592,7 +602,6 @@ impl Engine<'_> {
                 "stopped by a signal; finished repetitions are kept",
             )?;
         } else {
-            crate::guests::stop_all(&mut self.ctx);
             self.ctx.pool.shutdown();
             let status = if stopped {
                 RunStatus::Failed
