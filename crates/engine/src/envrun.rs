@@ -10,12 +10,12 @@ use std::time::Duration;
 use benchlab_agent::{AgentHandle, Request, Response};
 use benchlab_core::placement::Placement;
 use benchlab_core::setting::Phase;
-use benchlab_core::study::{Study, Transport};
-use benchlab_env::profile::Profile;
+use benchlab_core::study::Transport;
 use benchlab_env::{ChangeReport, ChangeStatus, LoadUsage, SessionSpec};
 use benchlab_store::SettingChangeRow;
 
 use crate::context::RunCtx;
+use crate::profile::{load_profile, LoadedProfile};
 
 /// How long applying or reverting may take on a host.
 const ENV_TIMEOUT: Duration = Duration::from_secs(300);
@@ -57,30 +57,6 @@ fn rows(
             note: c.note.clone(),
         })
         .collect()
-}
-
-/// A profile a configuration names, as found and as parsed.
-#[derive(Debug, Clone)]
-pub struct LoadedProfile {
-    /// Its name as found (a shipped profile's name, or the path).
-    pub name: String,
-    /// Its text, which goes to the environment agents.
-    pub text: String,
-    /// Parsed.
-    pub profile: Profile,
-}
-
-/// The profile a configuration names, read and parsed (profiles are found
-/// by name among the shipped ones, else as a path next to the study).
-pub fn load_profile(study: &Study, name: &str) -> anyhow::Result<LoadedProfile> {
-    let base = std::path::Path::new(&study.file).parent();
-    let (name, text) = Profile::locate(name, base)?;
-    let profile = Profile::parse(&name, &text)?;
-    Ok(LoadedProfile {
-        name,
-        text,
-        profile,
-    })
 }
 
 /// Why a configuration could not be applied when its environment agent

@@ -1167,7 +1167,7 @@ fn cpus_held_here(
     }
     for w in &study.workloads {
         let profile = config.env.profile_of(&w.name);
-        let loaded = profile.and_then(|p| crate::envrun::load_profile(study, p).ok());
+        let loaded = profile.and_then(|p| crate::profile::load_profile(study, p).ok());
         let sides = [
             ("server", &config.server, &w.servers),
             ("client", &config.client, &w.client_hosts),

@@ -14,15 +14,16 @@ mod hosts;
 mod lock;
 mod monitors;
 mod observer;
+mod profile;
 mod runner;
 mod secrets;
 mod services;
 mod unit;
 
-pub use envrun::{load_profile, LoadedProfile};
 pub use hosts::spawn_for_restore;
 pub use lock::{state_dir, RunLock};
 pub use observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
+pub use profile::{load_profile, LoadedProfile};
 pub use runner::{stored_plan, Outcome, Run};
 pub use secrets::generate_passwords;
 pub use services::check as check_service;

@@ -22,9 +22,6 @@ use std::collections::BTreeMap;
 pub type SideResults =
     std::collections::HashMap<(i64, u32), Vec<(String, benchlab_core::SideResult)>>;
 
-/// Most time-series points a report keeps per view (evenly thinned), so
-/// that an HTML report stays small.
-pub const MAX_SERIES_POINTS: usize = 400;
 /// The repetition whose latency a point's view shows: the median run of
 /// its headline metric (the first table metric).
 fn latency_rep(p: &PointRow, samples: &[SampleRow], plan: &ResolvedPlan) -> Option<u32> {
@@ -96,7 +93,11 @@ pub fn latency_views(
                     .collect();
                 let (series_us, series_stride) = match r.series.get(name) {
                     Some(s) => {
-                        let step = s.values.len().div_ceil(MAX_SERIES_POINTS).max(1);
+                        let step = s
+                            .values
+                            .len()
+                            .div_ceil(crate::model::MAX_SERIES_POINTS)
+                            .max(1);
                         (
                             s.values
                                 .iter()

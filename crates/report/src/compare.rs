@@ -280,7 +280,7 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
             .enumerate()
             .filter_map(|(i, s)| {
                 let e = s.report.emulated(&config_of(s))?;
-                Some(crate::emulated::Emulated {
+                Some(crate::model::Emulated {
                     configuration: label(i),
                     guests: e.guests.clone(),
                 })

@@ -9,30 +9,11 @@
 use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::{Accel, Transport, EMULATED};
 use benchlab_store::{ConfigRow, HostRow};
-use serde::{Deserialize, Serialize};
 
-use crate::model::RunReport;
+use crate::model::{Emulated, EmulatedGuest, RunReport};
 
 /// The mark after an emulated configuration's name in every heading.
 pub const MARK: &str = "(emulated)";
-
-/// A configuration whose figures came, in part, from emulated guests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Emulated {
-    /// The configuration (a comparison's column label).
-    pub configuration: String,
-    /// Its emulated guests, in the order its points use them.
-    pub guests: Vec<EmulatedGuest>,
-}
-
-/// One emulated guest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EmulatedGuest {
-    /// The study's host name.
-    pub host: String,
-    /// Why it ran emulated (`KVM cannot run a guest here (…)`).
-    pub reason: String,
-}
 
 /// How host `name` ran, from its stored inventory: `Some(reason)` when
 /// it was an emulated guest. A guest without a readable inventory (the

@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 pub use benchlab_core::resolved::MetricInfo;
 use benchlab_core::{MatrixSummary, ViewSpec};
 
+/// Most time-series points a report keeps per view (evenly thinned), so
+/// that an HTML report stays small.
+pub const MAX_SERIES_POINTS: usize = 400;
+
 /// Quantiles shown in latency-distribution charts, with their labels.
 pub const LATENCY_QUANTILES: [(f64, &str); 9] = [
     (0.0, "min"),
@@ -256,15 +260,113 @@ pub struct RunReport {
     pub series: Vec<SeriesView>,
     /// The system monitors of every host at every point, where they
     /// differ between configurations, and their per-second CPU charts.
-    #[serde(
-        default,
-        skip_serializing_if = "crate::monitors::MonitorReport::is_empty"
-    )]
-    pub monitors: crate::monitors::MonitorReport,
+    #[serde(default, skip_serializing_if = "MonitorReport::is_empty")]
+    pub monitors: MonitorReport,
     /// The configurations that ran on emulated (TCG) guests, whose
     /// figures every rendering marks: not a virtualization measurement.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub emulated: Vec<crate::emulated::Emulated>,
+    pub emulated: Vec<Emulated>,
+}
+
+/// A configuration whose figures came, in part, from emulated guests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Emulated {
+    /// The configuration (a comparison's column label).
+    pub configuration: String,
+    /// Its emulated guests, in the order its points use them.
+    pub guests: Vec<EmulatedGuest>,
+}
+
+/// One emulated guest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmulatedGuest {
+    /// The study's host name.
+    pub host: String,
+    /// Why it ran emulated (`KVM cannot run a guest here (…)`).
+    pub reason: String,
+}
+
+/// What the monitors recorded for a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MonitorReport {
+    /// Per (configuration, point, host), in the plan's order.
+    pub points: Vec<MonitorPoint>,
+    /// Where a configuration's monitors differ from the first
+    /// configuration's at the same point and host.
+    pub differences: Vec<MonitorDifference>,
+    /// Per (configuration, point, host), CPU busy per CPU each interval
+    /// of one repetition (the median run of the headline metric).
+    pub charts: Vec<SeriesView>,
+}
+
+impl MonitorReport {
+    /// Nothing recorded (monitors off, an imported or older run).
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+}
+
+/// One host's monitors at one point under one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorPoint {
+    /// Configuration name.
+    pub configuration: String,
+    /// Workload name.
+    pub workload: String,
+    /// Point label.
+    pub point: String,
+    /// The host (the study's name).
+    pub host: String,
+    /// Repetitions whose summaries are averaged.
+    pub repetitions: usize,
+    /// The mean of those summaries (counters: the mean per repetition).
+    pub summary: benchlab_monitor::Summary,
+    /// Figures per operation, when the point has an operation rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_operation: Option<PerOperation>,
+    /// Interrupts per MB moved by the host's interfaces and disks, when
+    /// it moved at least 1 MB per repetition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts_per_mb: Option<f64>,
+}
+
+/// The host's work divided by the point's operations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PerOperation {
+    /// The metric read as the rate, as the workload declared it
+    /// (`Workload::operation_rate`, stored with the run's plan).
+    pub metric: String,
+    /// Its mean over the repetitions, per second.
+    pub rate_per_s: f64,
+    /// CPU time of every CPU of the host per operation, µs.
+    pub cpu_us: f64,
+    /// Context switches per operation.
+    pub context_switches: f64,
+    /// Interrupts per operation.
+    pub interrupts: f64,
+}
+
+/// A monitor figure that differs between two configurations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorDifference {
+    /// Workload name.
+    pub workload: String,
+    /// Point label.
+    pub point: String,
+    /// Host.
+    pub host: String,
+    /// The configuration that differs.
+    pub configuration: String,
+    /// The configuration it is compared with (the first).
+    pub baseline: String,
+    /// The figure (`CPU 1 in softirq`, `context switches`).
+    pub what: String,
+    /// Its value under `configuration`.
+    pub value: f64,
+    /// Its value under `baseline`.
+    pub baseline_value: f64,
+    /// `%` or `/s`.
+    pub unit: String,
 }
 
 /// One comparison of the A/A control with the configuration it repeats.

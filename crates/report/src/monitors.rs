@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use benchlab_monitor::{CpuShare, DiskSummary, NicSummary, Series, Summary};
 use benchlab_store::{ConfigRow, MonitorRow, PointRow, SampleRow, SampleStatus};
-use serde::{Deserialize, Serialize};
 
+pub use crate::model::{MonitorDifference, MonitorPoint, MonitorReport, PerOperation};
 use crate::model::{SeriesLine, SeriesSummary, SeriesView};
 
 /// A CPU mode's share must differ by at least this many percentage
@@ -24,89 +24,6 @@ pub const RATE_FACTOR: f64 = 1.5;
 pub const RATE_FLOOR: f64 = 1000.0;
 /// Most differences named per (configuration, point, host): the largest.
 pub const MAX_DIFFERENCES: usize = 3;
-
-/// What the monitors recorded for a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MonitorReport {
-    /// Per (configuration, point, host), in the plan's order.
-    pub points: Vec<MonitorPoint>,
-    /// Where a configuration's monitors differ from the first
-    /// configuration's at the same point and host.
-    pub differences: Vec<MonitorDifference>,
-    /// Per (configuration, point, host), CPU busy per CPU each interval
-    /// of one repetition (the median run of the headline metric).
-    pub charts: Vec<SeriesView>,
-}
-
-impl MonitorReport {
-    /// Nothing recorded (monitors off, an imported or older run).
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
-    }
-}
-
-/// One host's monitors at one point under one configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MonitorPoint {
-    /// Configuration name.
-    pub configuration: String,
-    /// Workload name.
-    pub workload: String,
-    /// Point label.
-    pub point: String,
-    /// The host (the study's name).
-    pub host: String,
-    /// Repetitions whose summaries are averaged.
-    pub repetitions: usize,
-    /// The mean of those summaries (counters: the mean per repetition).
-    pub summary: Summary,
-    /// Figures per operation, when the point has an operation rate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per_operation: Option<PerOperation>,
-    /// Interrupts per MB moved by the host's interfaces and disks, when
-    /// it moved at least 1 MB per repetition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupts_per_mb: Option<f64>,
-}
-
-/// The host's work divided by the point's operations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PerOperation {
-    /// The metric read as the rate, as the workload declared it
-    /// (`Workload::operation_rate`, stored with the run's plan).
-    pub metric: String,
-    /// Its mean over the repetitions, per second.
-    pub rate_per_s: f64,
-    /// CPU time of every CPU of the host per operation, µs.
-    pub cpu_us: f64,
-    /// Context switches per operation.
-    pub context_switches: f64,
-    /// Interrupts per operation.
-    pub interrupts: f64,
-}
-
-/// A monitor figure that differs between two configurations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MonitorDifference {
-    /// Workload name.
-    pub workload: String,
-    /// Point label.
-    pub point: String,
-    /// Host.
-    pub host: String,
-    /// The configuration that differs.
-    pub configuration: String,
-    /// The configuration it is compared with (the first).
-    pub baseline: String,
-    /// The figure (`CPU 1 in softirq`, `context switches`).
-    pub what: String,
-    /// Its value under `configuration`.
-    pub value: f64,
-    /// Its value under `baseline`.
-    pub baseline_value: f64,
-    /// `%` or `/s`.
-    pub unit: String,
-}
 
 impl MonitorDifference {
     /// `split-cpus: CPU 1 in softirq 38 % vs 4 % (baseline)`.
@@ -503,7 +420,7 @@ fn cpu_chart(series: &Series, rep: u32) -> Option<Vec<SeriesLine>> {
     if n < 2 || lay.cpus == 0 {
         return None;
     }
-    let step = (n - 1).div_ceil(crate::build::MAX_SERIES_POINTS).max(1);
+    let step = (n - 1).div_ceil(crate::model::MAX_SERIES_POINTS).max(1);
     let at: Vec<usize> = (0..n).step_by(step).chain(std::iter::once(n - 1)).collect();
     let mut at = at;
     at.dedup();
@@ -736,7 +653,7 @@ pub fn html(
     if !r.points.iter().any(|m| m.workload == workload) {
         return;
     }
-    let esc = crate::html::esc;
+    let esc = crate::format::esc;
     let _ = writeln!(
         o,
         "<h4 class=\"monitors\">System monitors: {}</h4>",
