@@ -1129,7 +1129,7 @@ fn unreservable_hugepages<'a>(
         .filter(|(_, _, n)| *n > granted)
         .map(|(config, hosts, n)| {
             format!(
-                "configuration `{config}`: guest.hugepages = true of host {hosts} needs {n} huge pages of {page_mib} MiB ({} MiB); the kernel could give only {granted} now (tried and given back; free memory too short or too fragmented): lower guest.memory, set hugepages = false, or free memory",
+                "configuration `{config}`: guest.hugepages = true of host {hosts} needs {n} huge pages of {page_mib} MiB ({} MiB); the kernel could give only {granted} now (tried and given back; free memory too short or too fragmented): lower guest.memory, set hugepages = false, or free memory (page cache counts as used here: `sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory` frees and defragments it)",
                 n * page_mib
             )
         })
