@@ -12,7 +12,8 @@ use crate::GuestError;
 /// The kernel's pool of default-size (2 MiB) huge pages.
 pub const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
-fn pool() -> Result<u64, GuestError> {
+/// The pool's size now.
+pub(crate) fn pool() -> Result<u64, GuestError> {
     let text = fs::read_to_string(NR_HUGEPAGES)
         .map_err(|e| GuestError::Io(format!("reading {NR_HUGEPAGES}: {e}")))?;
     text.trim()
@@ -48,17 +49,20 @@ pub fn probe(need: u64, journal_dir: &Path) -> Result<u64, GuestError> {
     // (another program may have changed it meanwhile) and only our pages
     // are taken off it; the journal stays, for `benchlab restore`, only
     // if that fails.
-    let give_back = pool().and_then(|now| {
-        let rest = now.saturating_sub(*granted.as_ref().unwrap_or(&need));
-        fs::write(NR_HUGEPAGES, rest.to_string()).map_err(|e| {
-            GuestError::Io(format!(
-                "giving huge pages back ({NR_HUGEPAGES} = {rest}): {e}; `benchlab restore` puts it back"
-            ))
-        })
-    });
-    give_back?;
+    give_back(*granted.as_ref().unwrap_or(&need))?;
     journal.finish()?;
     granted
+}
+
+/// Takes `n` pages off the pool as it is now, not back to a size read
+/// earlier: another guest may have reserved pages since.
+pub(crate) fn give_back(n: u64) -> Result<(), GuestError> {
+    let rest = pool()?.saturating_sub(n);
+    fs::write(NR_HUGEPAGES, rest.to_string()).map_err(|e| {
+        GuestError::Io(format!(
+            "giving huge pages back ({NR_HUGEPAGES} = {rest}): {e}; `benchlab restore` puts it back"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use benchlab_env::journal::{Change, Journal};
 
 use crate::accel;
+use crate::hugepages::{self, NR_HUGEPAGES};
 use crate::kernel::Kernel;
 use crate::mux::Mux;
 use crate::qmp::Qmp;
@@ -31,7 +32,6 @@ const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 /// scratch directory (so a restore of that directory finds it, even if
 /// its process group entry was never written).
 const RUN_VAR: &str = "BENCHLAB_GUEST_RUN";
-const HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
@@ -354,25 +354,17 @@ impl Guest {
     }
 
     fn reserve_hugepages(&mut self, n: u64) -> Result<(), GuestError> {
-        let before: u64 = fs::read_to_string(HUGEPAGES)
-            .map_err(io(HUGEPAGES))?
-            .trim()
-            .parse()
-            .unwrap_or(0);
+        let before = hugepages::pool()?;
         self.record(
             &format!("guest {} huge pages (vm.nr_hugepages)", self.spec.name),
             Change::File {
-                path: HUGEPAGES.into(),
+                path: NR_HUGEPAGES.into(),
                 before: before.to_string(),
             },
         )?;
-        fs::write(HUGEPAGES, (before + n).to_string()).map_err(io(HUGEPAGES))?;
+        fs::write(NR_HUGEPAGES, (before + n).to_string()).map_err(io(NR_HUGEPAGES))?;
         self.hugepages = n;
-        let now: u64 = fs::read_to_string(HUGEPAGES)
-            .unwrap_or_default()
-            .trim()
-            .parse()
-            .unwrap_or(0);
+        let now = hugepages::pool().unwrap_or(0);
         if now < before + n {
             return Err(GuestError::Refused(format!(
                 "host `{}`: guest.hugepages = true needs {n} huge pages of {} MiB ({} MiB); the kernel reserved only {} (free memory too short or fragmented): lower guest.memory or set hugepages = false",
@@ -505,15 +497,8 @@ impl Guest {
             // Huge pages go back by this guest's share only: another guest
             // may hold pages reserved after this one's `before`.
             if let Change::File { path, .. } = &entry.change {
-                if path == HUGEPAGES && self.hugepages > 0 {
-                    let now: u64 = fs::read_to_string(HUGEPAGES)
-                        .unwrap_or_default()
-                        .trim()
-                        .parse()
-                        .unwrap_or(0);
-                    if let Err(e) =
-                        fs::write(HUGEPAGES, now.saturating_sub(self.hugepages).to_string())
-                    {
+                if path == NR_HUGEPAGES && self.hugepages > 0 {
+                    if let Err(e) = hugepages::give_back(self.hugepages) {
                         failed.push(format!("{}: {e}", entry.setting));
                     }
                     continue;
