@@ -35,6 +35,16 @@ pub enum Better {
     Lower,
 }
 
+impl Better {
+    /// The direction in one word, as every reader prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Better::Higher => "higher",
+            Better::Lower => "lower",
+        }
+    }
+}
+
 /// The outcome of [`compare`], from A's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -34,6 +34,11 @@
 //! * History: [`change_points`] finds where a series of runs changed
 //!   (E-Divisive means with a seeded permutation test).
 //! * Adaptive repetitions: [`should_stop`] under a [`StopRule`].
+//! * Decide, then stop: [`Plan::decide`] under a [`SequentialRule`] gives
+//!   each comparison's [`Outcome`] after every round or block pair —
+//!   better or worse by more than the margin, equivalent within it,
+//!   undecided when the budget is spent, or continue — with the error
+//!   rate kept although it looks after every unit.
 //!
 //! # Conventions
 //!
@@ -54,8 +59,11 @@ mod blocks;
 mod bootstrap;
 mod changepoint;
 mod compare;
+mod dist;
 mod rank;
 mod runs;
+mod sequential;
+mod spending;
 mod summary;
 mod t_dist;
 
@@ -69,5 +77,9 @@ pub use compare::{
 };
 pub use rank::{mann_whitney, RankTest};
 pub use runs::{median_run, median_stddev_run};
+pub use sequential::{
+    decide, fixed_design_units, Decision, Design, Outcome, Plan, RuleError, SequentialRule, Unit,
+    UnitKind, Units, DEFAULT_ALPHA, DEFAULT_MARGIN_PCT, MDE_POWER,
+};
 pub use summary::{geometric_mean, mean, median, percentile, sum, summarize, Interval, Summary};
 pub use t_dist::student_t_975;
