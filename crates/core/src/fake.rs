@@ -73,10 +73,22 @@ const PARAMS: &[ParamSpec] = &[
         help: "relative change of both figures per second since this process's first fake repetition (a machine drifting over a run)",
     },
     ParamSpec {
+        name: "shift",
+        kind: ParamKind::Float,
+        default: ParamDefault::Float(0.0),
+        help: "relative change of the score in repetitions measured from Unix time `shift_at` on (0.15: 15 % more): a system that changed at a known moment, for a periodic study's change point",
+    },
+    ParamSpec {
+        name: "shift_at",
+        kind: ParamKind::Float,
+        default: ParamDefault::Float(0.0),
+        help: "Unix time in seconds from which `shift` applies (0: never)",
+    },
+    ParamSpec {
         name: "seed",
         kind: ParamKind::Count,
         default: ParamDefault::Int(1),
-        help: "seed of the noise: with the order of the run it fixes every draw",
+        help: "seed of the noise: with the order of the run it fixes every draw; 0: fresh draws in every agent process (its pid and the clock mixed in), so that runs of the same study draw differently",
     },
 ];
 
@@ -116,7 +128,16 @@ impl Workload for Fake {
 
     fn simulated_params(&self) -> &'static [&'static str] {
         // The fake system under test: its figures, their noise and drift.
-        &["value", "latency_us", "step", "noise", "drift", "seed"]
+        &[
+            "value",
+            "latency_us",
+            "step",
+            "noise",
+            "drift",
+            "shift",
+            "shift_at",
+            "seed",
+        ]
     }
 
     fn table_metrics(&self, _params: &Params) -> Vec<MetricSpec> {
@@ -200,9 +221,21 @@ impl Workload for Fake {
             server,
             ..Sample::default()
         };
+        // The planted shift, by the wall clock at the end of the
+        // repetition: every run after `shift_at` has it, none before.
+        let (shift, shift_at) = (params.f64("shift")?, params.f64("shift_at")?);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let shifted = if shift_at > 0.0 && now >= shift_at {
+            1.0 + shift
+        } else {
+            1.0
+        };
         sample.metrics.insert(
             "score".into(),
-            (params.f64("value")? + step * rep as f64) * factor,
+            (params.f64("value")? + step * rep as f64) * factor * shifted,
         );
         sample.metrics.insert(
             "latency_us".into(),
@@ -229,7 +262,22 @@ fn disturbance(params: &Params) -> Result<f64, WorkloadError> {
     }
     let t = ORIGIN.get_or_init(Instant::now).elapsed().as_secs_f64();
     let n = DRAWS.fetch_add(1, Ordering::Relaxed);
-    let seed = params.u64("seed")?;
+    let seed = match params.u64("seed")? {
+        // A bisection's rounds are runs of the same study: with a fixed
+        // seed each would replay the same noise, and pooling them would
+        // count one draw several times.
+        0 => {
+            static FRESH: OnceLock<u64> = OnceLock::new();
+            *FRESH.get_or_init(|| {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0);
+                (u64::from(std::process::id()) << 32) ^ nanos
+            })
+        }
+        s => s,
+    };
     let unit = |k: u64| {
         // splitmix64 of (seed, draw, k), mapped to (0, 1).
         let mut z = seed

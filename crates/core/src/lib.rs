@@ -10,6 +10,7 @@
 pub mod combine;
 pub mod cost;
 pub mod cpu;
+pub mod decision;
 pub mod engine_metric;
 pub mod envspec;
 pub mod fake;
@@ -24,6 +25,7 @@ pub mod result;
 pub mod setting;
 pub mod shape;
 pub mod study;
+pub mod sys;
 pub mod units;
 pub mod workload;
 

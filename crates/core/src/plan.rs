@@ -198,6 +198,68 @@ impl Plan {
         Plan { points, units }
     }
 
+    /// Round `round` of the until-decided design over `rows` (workload,
+    /// point), each point's repetition numbered by `next`: the study's
+    /// order, a round at a time. Where configurations alternate, each row
+    /// runs every configuration once, in the order's draw for that round;
+    /// in blocks, the round is one block per configuration, every other
+    /// round reversed (A B, B A, …: ABBA pairs), each block running one
+    /// repetition of every row.
+    pub fn round_units(
+        &self,
+        study: &Study,
+        round: u32,
+        rows: &[(usize, usize)],
+        next: impl Fn(usize) -> u32,
+    ) -> Vec<Unit> {
+        let n_cfg = study.configurations.len();
+        let find = |c: usize, w: usize, p: usize| {
+            self.points
+                .iter()
+                .position(|x| x.config == c && x.workload == w && x.point == p)
+        };
+        let mut units = Vec::new();
+        let mut push = |c: usize, w: usize, p: usize| {
+            if let Some(i) = find(c, w, p) {
+                units.push(Unit {
+                    point: i,
+                    repetition: next(i),
+                });
+            }
+        };
+        match study.order {
+            Order::Blocks { .. } => {
+                let configs: Vec<usize> = if round.is_multiple_of(2) {
+                    (0..n_cfg).collect()
+                } else {
+                    (0..n_cfg).rev().collect()
+                };
+                for c in configs {
+                    for &(w, p) in rows {
+                        push(c, w, p);
+                    }
+                }
+            }
+            Order::Alternate { seed } => {
+                let mut configs: Vec<usize> = (0..n_cfg).collect();
+                for &(w, p) in rows {
+                    shuffle(&mut configs, mix(&[seed, w as u64, p as u64, round.into()]));
+                    for &c in &configs {
+                        push(c, w, p);
+                    }
+                }
+            }
+            Order::Interleaved | Order::Sequential => {
+                for &(w, p) in rows {
+                    for c in 0..n_cfg {
+                        push(c, w, p);
+                    }
+                }
+            }
+        }
+        units
+    }
+
     /// Expected seconds of the given units.
     pub fn expected_s<'a>(&self, units: impl IntoIterator<Item = &'a Unit>) -> f64 {
         units
@@ -246,11 +308,12 @@ fn scale_s(s: f64, scale: f64, floor: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fake::FAKE;
 
-    fn registry() -> Registry {
+    /// The fake workload alone: the core's tests' registry.
+    pub(crate) fn registry() -> Registry {
         let mut r = Registry::new();
         r.add(&FAKE);
         r

@@ -73,33 +73,67 @@ fn mask_url_passwords(text: &str) -> String {
     out
 }
 
-/// Masks the value of every `password=VALUE` (case-insensitive key, the
-/// value up to '&', white space, a quote or the end).
+/// Masks the value of every `password=VALUE` (case-insensitive key,
+/// `sslpassword` too; the value up to '&', white space, a quote or the
+/// end). libpq's connection strings also allow spaces around `=` and a
+/// value in single quotes with `\'` and `\\` escapes: masked to the
+/// closing quote.
 fn mask_password_params(text: &str) -> String {
-    const KEY: &str = "password=";
+    const KEY: &str = "password";
     let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     while let Some(i) = lower[at..].find(KEY) {
         let start = at + i;
-        // A key of its own: `password=`, not `my_password=`.
+        let key_end = start + KEY.len();
+        // A key of its own: `password=` or `sslpassword=`, not
+        // `my_password=`.
         let own = start == 0
-            || !text.as_bytes()[start - 1].is_ascii_alphanumeric()
-                && text.as_bytes()[start - 1] != b'_';
-        let value_start = start + KEY.len();
+            || !bytes[start - 1].is_ascii_alphanumeric() && bytes[start - 1] != b'_'
+            || lower[..start].ends_with("ssl")
+                && (start == 3
+                    || !bytes[start - 4].is_ascii_alphanumeric() && bytes[start - 4] != b'_');
+        let after_key = &text[key_end..];
+        let eq = after_key.len() - after_key.trim_start_matches(' ').len();
+        if !own || !after_key[eq..].starts_with('=') {
+            out.push_str(&text[at..key_end]);
+            at = key_end;
+            continue;
+        }
+        let after_eq = key_end + eq + 1;
+        let value_start =
+            after_eq + (text[after_eq..].len() - text[after_eq..].trim_start_matches(' ').len());
         out.push_str(&text[at..value_start]);
-        let value_end = text[value_start..]
-            .find(|c: char| c == '&' || c.is_whitespace() || matches!(c, '\'' | '"' | '`'))
-            .map_or(text.len(), |j| value_start + j);
-        if own && value_end > value_start {
-            out.push_str(MASK);
+        let rest = &text[value_start..];
+        let value_end = if rest.starts_with('\'') {
+            quoted_end(rest).map_or(text.len(), |j| value_start + j)
         } else {
-            out.push_str(&text[value_start..value_end]);
+            rest.find(|c: char| c == '&' || c.is_whitespace() || matches!(c, '\'' | '"' | '`'))
+                .map_or(text.len(), |j| value_start + j)
+        };
+        if value_end > value_start {
+            out.push_str(MASK);
         }
         at = value_end;
     }
     out.push_str(&text[at..]);
     out
+}
+
+/// The end of a single-quoted libpq value that `s` begins with: just past
+/// the closing quote, `\'` and `\\` being escapes.
+fn quoted_end(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'\'' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -132,6 +166,18 @@ mod tests {
             ("host=h password=x dbname=d", "host=h password=*** dbname=d"),
             ("PASSWORD=x", "PASSWORD=***"),
             ("my_password=x stays", "my_password=x stays"),
+            (
+                "host=h password='a b\\' c' dbname=d",
+                "host=h password=*** dbname=d",
+            ),
+            (
+                "host=h password = 'x y' dbname=d",
+                "host=h password = *** dbname=d",
+            ),
+            ("sslpassword=x host=h", "sslpassword=*** host=h"),
+            ("notsslpassword=x", "notsslpassword=x"),
+            ("the password is wrong", "the password is wrong"),
+            ("password = 'unterminated", "password = ***"),
             ("no secret: a://b and c@d", "no secret: a://b and c@d"),
             ("", ""),
         ] {

@@ -11,14 +11,17 @@ mod compare;
 mod configurations;
 mod crosscheck;
 mod defaults;
+mod design;
 mod guest;
 mod header;
 mod hostmap;
 mod hosts;
 mod lab;
 mod monitors;
+mod only;
 mod order;
 mod services;
+mod stacks;
 mod steps;
 mod values;
 mod workloads;
@@ -28,17 +31,23 @@ pub use configurations::Configuration;
 pub use crosscheck::Crosscheck;
 pub use defaults::{
     Adaptive, Defaults, OnError, Selection, DEFAULT_DURATION_S, DEFAULT_QUIESCE_S,
-    DEFAULT_REPETITIONS, DEFAULT_WARMUP_S,
+    DEFAULT_REPETITIONS, DEFAULT_WARMUP_S, MAX_REPETITIONS,
 };
-pub use guest::{Accel, GuestNet, GuestSpec, EMULATED};
+pub use design::{
+    parse_duration, Design, DesignKind, Margins, DEFAULT_MARGIN_PCT, DEFAULT_MAX_REPETITIONS,
+    DESIGNS, MIN_REPETITIONS_TO_DECIDE,
+};
+pub use guest::{is_kernel_release, Accel, GuestNet, GuestSpec, EMULATED};
 pub use header::{Order, DEFAULT_BLOCKS};
 pub use hosts::{Host, Transport, DEFAULT_CLIENT_HOST, DEFAULT_SERVER_HOST};
-pub use lab::HOST_SPEC_FORMS;
+pub use lab::{lab_hosts, HOST_SPEC_FORMS};
 pub use monitors::{Monitors, DEFAULT_MONITOR_INTERVAL_S};
+pub use only::{LeftOut, Only, ONLY_KEYS};
 pub use order::CONTROL_NAME;
 pub use services::ServiceDecl;
+pub use stacks::{StackRepetitions, Stacks, Unwind, DEFAULT_STACKS_HZ, MAX_STACKS_HZ};
 pub use steps::{Step, StepStatus};
-pub use workloads::WorkloadEntry;
+pub use workloads::{WorkloadEntry, MAX_POINTS};
 
 use configurations::Configs;
 use header::Header;
@@ -130,6 +139,17 @@ pub struct Study {
     /// (runs stored before monitors existed read as the default).
     #[serde(default)]
     pub monitors: Monitors,
+    /// What `--only` left out of the file: this is a part of it.
+    #[serde(default, skip_serializing_if = "LeftOut::is_empty")]
+    pub left_out: LeftOut,
+    /// `[study] stacks`: call-stack sampling for the workloads that do
+    /// not say otherwise (each workload's own is in its entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Stacks>,
+    /// `[study] design` and its budget and margins (runs stored before
+    /// designs existed read as the fixed design).
+    #[serde(default)]
+    pub design: Design,
 }
 
 /// `testbed` belongs to `benchlab testbed`, which reads the same file.
@@ -173,6 +193,11 @@ impl Study {
         // services that run on them, both before the workloads that use
         // them.
         let header = cx.header(doc)?;
+        let study_table = doc.get("study").and_then(|v| match v.get_ref() {
+            DeValue::Table(t) => Some(t),
+            _ => None,
+        });
+        let design = cx.design(study_table)?;
         let defaults = cx.defaults(doc)?;
         let monitors = cx.monitors(doc)?;
         let mut configs = cx.configurations(doc)?;
@@ -188,6 +213,7 @@ impl Study {
             host_names: &host_names,
             services: &services,
             registry,
+            stacks: header.stacks,
         };
         let workloads = cx.workloads(doc, &known)?;
         cx.host_maps(&mut configs, &host_names, &workloads, &services)?;
@@ -200,6 +226,7 @@ impl Study {
             blocks,
             control,
             steps,
+            stacks,
         } = header;
         let configurations = configs.list;
         let (order, order_why) = match order {
@@ -223,7 +250,11 @@ impl Study {
             compare,
             crosschecks,
             monitors,
+            left_out: LeftOut::default(),
+            stacks,
+            design,
         };
+        cx.check_design(study_table, &study, registry)?;
         if control {
             study.add_control()?;
         }

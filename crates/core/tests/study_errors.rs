@@ -270,3 +270,66 @@ fn monitors_section() {
         &["expected true, false or a [monitors] table"],
     );
 }
+
+/// Sweeps multiply: a workload whose axes would expand to more points than
+/// any study could measure is refused at the axis that crosses the bound,
+/// before the points are expanded (five 64-value ranges once asked for
+/// 10^9 points and ran out of memory).
+#[test]
+fn a_sweep_of_too_many_points_is_refused_before_expanding() {
+    let list = |n: usize| {
+        let v: Vec<String> = (1..=n).map(|i| format!("{i}.0")).collect();
+        format!("[{}]", v.join(", "))
+    };
+    let e = err(&format!(
+        "{HEAD}[[workload]]\nkind = \"fake\"\nsize = \"1..1TiB\"\nvalue = {}\nlatency_us = {}\n",
+        list(30),
+        list(30)
+    ));
+    check(
+        &e,
+        7,
+        "workload[0].latency_us",
+        &[
+            "more than 10000 points",
+            "size (41) × value (30) × latency_us (30)",
+        ],
+    );
+    // Just under the bound is a study.
+    let ok = format!(
+        "{HEAD}[[workload]]\nkind = \"fake\"\nsize = \"1..1TiB\"\nvalue = {}\nlatency_us = {}\n",
+        list(30),
+        list(8)
+    );
+    let s = Study::parse("my-study.toml", &ok, &registry()).unwrap();
+    assert_eq!(s.workloads[0].points().len(), 41 * 30 * 8);
+}
+
+/// A repetition count past any finishable design is refused by its key,
+/// in each of its places, before any plan of every unit is made (the
+/// fuzzer's find: `max_duration` checks built the whole plan of a study
+/// asking for billions of repetitions).
+#[test]
+fn too_many_repetitions_are_refused_by_their_key() {
+    let wl = "[[workload]]\nkind = \"fake\"\n";
+    let cases = [
+        (
+            format!("{HEAD}[defaults]\nrepetitions = 4000000000\n{wl}"),
+            4,
+            "defaults.repetitions",
+        ),
+        (
+            format!("[study]\nname = \"s\"\ndesign = \"until-decided\"\nmax_repetitions = 4000000000\nmax_duration = \"1h\"\n{wl}"),
+            4,
+            "study.max_repetitions",
+        ),
+        (
+            format!("{HEAD}[[workload]]\nkind = \"fake\"\nrepetitions = {{ min = 3, max = 1001, target_ci = \"2%\" }}\n"),
+            5,
+            "workload[0].repetitions.max",
+        ),
+    ];
+    for (text, line, key) in cases {
+        check(&err(&text), line, key, &["allowed is at most 1000"]);
+    }
+}

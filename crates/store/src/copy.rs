@@ -48,6 +48,19 @@ struct Table {
     columns: &'static [&'static str],
 }
 
+/// Tables that are no run's (a bisection spans runs; the queue holds
+/// studies to run): `copy` leaves them.
+#[cfg(all(test, feature = "postgres"))]
+pub(crate) const NOT_A_RUNS: &[&str] = &[
+    "bisection",
+    "bisection_run",
+    "queue_entry",
+    "queue_claim",
+    "host_lease",
+    "host_hold",
+    "queue_wait",
+];
+
 /// The tables below `run`, parents before children. The test
 /// `every_column_is_copied` checks this list against the schema.
 const TABLES: &[Table] = &[
@@ -109,6 +122,39 @@ const TABLES: &[Table] = &[
         columns: &["config_idx", "name", "description"],
     },
     Table {
+        name: "decision",
+        parent: Parent::Run,
+        id: false,
+        columns: &[
+            "config_idx",
+            "workload_idx",
+            "point_idx",
+            "metric",
+            "verdict",
+            "repetitions",
+            "margin_pct",
+            "advantage_pct",
+            "ci_lo_pct",
+            "ci_hi_pct",
+            "mde_pct",
+        ],
+    },
+    Table {
+        name: "run_design",
+        parent: Parent::Run,
+        id: false,
+        columns: &[
+            "comparisons",
+            "decided",
+            "rounds",
+            "repetitions",
+            "elapsed_s",
+            "fixed_repetitions",
+            "fixed_s",
+            "stop",
+        ],
+    },
+    Table {
         name: "point",
         parent: Parent::Run,
         id: true,
@@ -140,6 +186,38 @@ const TABLES: &[Table] = &[
         parent: Parent::Point,
         id: false,
         columns: &["repetition", "host", "summary_json", "series_json"],
+    },
+    Table {
+        name: "stack_recording",
+        parent: Parent::Point,
+        id: false,
+        columns: &[
+            "repetition",
+            "host",
+            "hz",
+            "unwind",
+            "window_s",
+            "samples",
+            "busy_samples",
+            "perf_cpu_s",
+            "perf_window_cpu_s",
+            "script_cpu_s",
+            "perf_version",
+            "reason",
+        ],
+    },
+    Table {
+        name: "stack_profile",
+        parent: Parent::Point,
+        id: false,
+        columns: &[
+            "repetition",
+            "host",
+            "side",
+            "recorded_on",
+            "samples",
+            "folded_z",
+        ],
     },
     Table {
         name: "side_result",

@@ -26,18 +26,30 @@ use benchlab_core::setting::{ChangeStatus, Phase};
 use benchlab_core::{Params, Sample, SideResult};
 use serde::{Deserialize, Serialize};
 
+mod bisection;
 mod copy;
+mod decision;
 #[cfg(feature = "postgres")]
 mod pg;
+mod queue;
 mod sql;
+mod stacks;
 mod target;
+mod upgrade;
 
+pub use bisection::{bisection_schema_version, BisectionRow, BisectionRunRow, BisectionStatus};
 pub use copy::Copied;
 #[cfg(feature = "postgres")]
 pub use pg::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, MIN_SERVER_VERSION, STATEMENT_TIMEOUT_PARAM,
 };
+pub use queue::{
+    newest_periodic, queue_schema_version, Busy, Claim, EntryStatus, Holding, HostHold, NewEntry,
+    Pick, QueueEntry, Wait, WorkerId, WorkerSeen,
+};
+pub use stacks::{StackProfileRow, StackRecordingRow};
 pub use target::{is_postgres_url, redact, Target, POSTGRES_SCHEMES};
+pub use upgrade::{upgrade_command, Resolvers, UpgradeError};
 
 use sql::{vals, Dialect, Exec, Row};
 
@@ -65,11 +77,22 @@ pub enum StoreError {
     /// No such run.
     #[error("no run {0} in this database (see `benchlab list`)")]
     NoRun(i64),
-    /// A read-only open (`benchlab serve`, or a database that cannot be
-    /// written) found a schema older than this benchlab's, which it may
-    /// not migrate.
-    #[error("the database has schema version {found}, older than this benchlab's {known}, and is open read-only: open it once where it can be written (`benchlab list`) to migrate it")]
+    /// A reading command (or a database that cannot be written) found a
+    /// schema older than this benchlab's: reading never migrates a store.
+    #[error("{db} has schema version {found}, older than this benchlab's {known}: reading never changes a store; upgrade it once with `benchlab --db {db} store upgrade`")]
     TooOld {
+        /// The database, its password masked.
+        db: String,
+        /// The database's version.
+        found: i64,
+        /// The newest this binary knows.
+        known: i64,
+    },
+    /// A store of an older schema that cannot be written here.
+    #[error("{db} has schema version {found}, older than this benchlab's {known}, and cannot be written here (a read-only file or file system): copy it where it can be written and upgrade the copy with `benchlab --db COPY store upgrade`")]
+    CannotUpgrade {
+        /// The database, its password masked.
+        db: String,
         /// The database's version.
         found: i64,
         /// The newest this binary knows.
@@ -95,7 +118,7 @@ pub enum StoreError {
     },
     /// A command that only reads found no store where it was pointed:
     /// nothing was created.
-    #[error("{db}: no benchlab store here ({why}): `benchlab list` creates it")]
+    #[error("{db}: no benchlab store here ({why}): `benchlab --db {db} store upgrade` creates it")]
     NoStore {
         /// The database, its password masked.
         db: String,
@@ -360,6 +383,166 @@ CREATE TABLE monitor (
     series_json  TEXT NOT NULL,
     PRIMARY KEY (point_id, repetition, host)
 );
+"#,
+    // `benchlab bisect`: a bisection (what was asked, how it ended) and
+    // the runs of its steps, so that an interrupted one resumes without
+    // repeating a finished round.
+    r#"
+CREATE TABLE bisection (
+    id          {id},
+    study_name  TEXT NOT NULL,
+    spec_json   TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    ended_at    TEXT,
+    result_json TEXT
+);
+CREATE TABLE bisection_run (
+    bisection_id {int} NOT NULL REFERENCES bisection(id),
+    seq          {int} NOT NULL,
+    step         {int} NOT NULL,
+    round        {int} NOT NULL,
+    bound        {int} NOT NULL,
+    candidate    {int} NOT NULL,
+    run_id       {int} NOT NULL REFERENCES run(id),
+    PRIMARY KEY (bisection_id, seq)
+);
+"#,
+    // Call-stack profiles (issue 40): each host's recording of a
+    // repetition, and its sides' folded stacks, compressed.
+    r#"
+CREATE TABLE stack_recording (
+    point_id     {int} NOT NULL REFERENCES point(id),
+    repetition   {int} NOT NULL,
+    host         TEXT NOT NULL,
+    hz           {int} NOT NULL,
+    unwind       TEXT NOT NULL,
+    window_s     {real} NOT NULL,
+    samples      {int} NOT NULL,
+    busy_samples {int} NOT NULL,
+    perf_cpu_s   {real} NOT NULL,
+    perf_window_cpu_s {real} NOT NULL,
+    script_cpu_s {real} NOT NULL,
+    perf_version TEXT NOT NULL,
+    reason       TEXT,
+    PRIMARY KEY (point_id, repetition, host)
+);
+CREATE TABLE stack_profile (
+    point_id    {int} NOT NULL REFERENCES point(id),
+    repetition  {int} NOT NULL,
+    host        TEXT NOT NULL,
+    side        TEXT NOT NULL,
+    recorded_on TEXT NOT NULL,
+    samples     {int} NOT NULL,
+    folded_z    {blob} NOT NULL,
+    PRIMARY KEY (point_id, repetition, host, side)
+);
+"#,
+    // The until-decided design (issue 36): each comparison's verdict as
+    // the sequential rule left it, and what the run cost against the
+    // fixed design — the report reads them, never recomputes them.
+    r#"
+CREATE TABLE decision (
+    run_id        {int} NOT NULL REFERENCES run(id),
+    config_idx    {int} NOT NULL,
+    workload_idx  {int} NOT NULL,
+    point_idx     {int} NOT NULL,
+    metric        TEXT NOT NULL,
+    verdict       TEXT NOT NULL CHECK (verdict IN ('better', 'worse', 'equivalent', 'undecided')),
+    repetitions   {int} NOT NULL,
+    margin_pct    {real} NOT NULL,
+    advantage_pct {real},
+    ci_lo_pct     {real},
+    ci_hi_pct     {real},
+    mde_pct       {real},
+    PRIMARY KEY (run_id, config_idx, workload_idx, point_idx, metric)
+);
+CREATE TABLE run_design (
+    run_id            {int} PRIMARY KEY REFERENCES run(id),
+    comparisons       {int} NOT NULL,
+    decided           {int} NOT NULL,
+    rounds            {int} NOT NULL,
+    repetitions       {int} NOT NULL,
+    elapsed_s         {real} NOT NULL,
+    fixed_repetitions {int} NOT NULL,
+    fixed_s           {real} NOT NULL,
+    stop              TEXT NOT NULL
+);
+"#,
+    // The lab's queue (docs/lab.md): studies waiting for a worker, the
+    // worker holding each under a lease (database clock, seconds since the
+    // epoch), and every holding from claim to end, so that one entry is
+    // never run by two workers at once can be checked afterwards.
+    r#"
+CREATE TABLE queue_entry (
+    id           {id},
+    study_name   TEXT NOT NULL,
+    study_file   TEXT NOT NULL,
+    study_text   TEXT NOT NULL,
+    lab_file     TEXT,
+    lab_text     TEXT,
+    every_s      {int},
+    not_before   {real},
+    priority     {int} NOT NULL DEFAULT 0,
+    status       TEXT NOT NULL CHECK (status IN ('queued', 'running', 'finished', 'failed', 'parked', 'cancelled')),
+    submitted_at TEXT NOT NULL,
+    worker       TEXT,
+    worker_host  TEXT,
+    worker_pid   {int},
+    run_floor    {int},
+    run_id       {int},
+    lease_until  {real},
+    heartbeat_at TEXT,
+    attempts     {int} NOT NULL DEFAULT 0,
+    reasons      TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX queue_entry_status ON queue_entry(status, priority);
+CREATE TABLE queue_claim (
+    entry_id {int} NOT NULL REFERENCES queue_entry(id),
+    attempt  {int} NOT NULL,
+    worker   TEXT NOT NULL,
+    from_s   {real} NOT NULL,
+    to_s     {real} NOT NULL,
+    outcome  TEXT,
+    PRIMARY KEY (entry_id, attempt)
+);
+"#,
+    // Hosts leased across the lab (docs/lab.md): a host is in at most one
+    // run at a time, whichever worker runs it. `host_lease` is the live
+    // lease (database clock, renewed with its entry's), `host_hold` every
+    // holding from claim to end or last heartbeat, so that no host in two
+    // runs at once can be checked afterwards; `queue_wait` says why each
+    // worker passed a queued entry over (a host it cannot reach, or one
+    // another run holds).
+    r#"
+CREATE TABLE host_lease (
+    host        TEXT PRIMARY KEY,
+    entry_id    {int} NOT NULL,
+    attempt     {int} NOT NULL,
+    worker      TEXT NOT NULL,
+    lease_until {real} NOT NULL
+);
+CREATE TABLE host_hold (
+    host     TEXT NOT NULL,
+    entry_id {int} NOT NULL,
+    attempt  {int} NOT NULL,
+    worker   TEXT NOT NULL,
+    from_s   {real} NOT NULL,
+    to_s     {real} NOT NULL,
+    PRIMARY KEY (host, entry_id, attempt)
+);
+CREATE TABLE queue_wait (
+    entry_id {int} NOT NULL,
+    worker   TEXT NOT NULL,
+    reason   TEXT NOT NULL,
+    at_s     {real} NOT NULL,
+    PRIMARY KEY (entry_id, worker)
+);
+"#,
+    // A plain `benchlab run` leases its hosts too (docs/lab.md): as an
+    // entry its own process holds, by hand, which no worker takes over.
+    r#"
+ALTER TABLE queue_entry ADD COLUMN by_hand {int} NOT NULL DEFAULT 0;
 "#,
 ];
 
@@ -626,6 +809,14 @@ pub struct ConfigRow {
     pub spec: serde_json::Value,
 }
 
+impl ConfigRow {
+    /// Whether the configuration holds published figures (imported by
+    /// `benchlab import`), not measurements.
+    pub fn is_published(&self) -> bool {
+        self.spec.get("published") == Some(&serde_json::Value::Bool(true))
+    }
+}
+
 /// A stored host's name and roles, without its inventory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostName {
@@ -728,11 +919,14 @@ impl Store {
         Store::open_target(&Target::from_path(path))
     }
 
-    /// Opens an existing store for reading only (`benchlab serve`):
-    /// nothing is created, migrated or written, and a run being written
-    /// by another process stays readable (WAL). A missing file, or a
-    /// schema other than this binary's, is an error. A PostgreSQL URL is
-    /// connected to without migrating.
+    /// Opens an existing store for reading only (every command that only
+    /// reads: `list`, `show`, `report`, `compare`, `history`, `serve`):
+    /// nothing is created, migrated or written, no file is left beside a
+    /// SQLite store ([`sqlite_read_only`]), and a run being written by
+    /// another process stays readable (WAL). A missing store, or a schema
+    /// other than this binary's, is an error naming the command that
+    /// makes or upgrades it. A PostgreSQL session is made read-only, so
+    /// that the server itself refuses any write.
     pub fn open_read_only(path: &Path) -> Result<Store> {
         let target = Target::from_path(path);
         let conn = match &target {
@@ -745,6 +939,7 @@ impl Store {
             #[cfg(feature = "postgres")]
             Target::Postgres(url) => {
                 let mut pg = pg::Pg::connect(url, &target.redacted())?;
+                pg.read_only()?;
                 if !pg.has_store()? {
                     return Err(no_store(&target, "the database has no benchlab tables"));
                 }
@@ -769,6 +964,7 @@ impl Store {
         }
         if found < SCHEMA_VERSION {
             return Err(StoreError::TooOld {
+                db: store.target.redacted(),
                 found,
                 known: SCHEMA_VERSION,
             });
@@ -891,14 +1087,12 @@ impl Store {
             // A WAL database on a read-only file system cannot even
             // be read this way (SQLite cannot make its `-shm` file).
             Err(StoreError::Sql(e)) if path.exists() && is_read_only(&e) => {
-                return Store::open_read_only(path).map(|s| s.conn.into_inner())
+                return sqlite_cannot_write(path)
             }
             r => r?,
         };
         match conn.pragma_update(None, "journal_mode", "WAL") {
-            Err(e) if is_read_only(&e) => {
-                return Store::open_read_only(path).map(|s| s.conn.into_inner())
-            }
+            Err(e) if is_read_only(&e) => return sqlite_cannot_write(path),
             r => r?,
         }
         // FULL: a committed sample survives a power cut, not just a crash.
@@ -937,6 +1131,24 @@ impl Store {
         match &mut *self.conn.borrow_mut() {
             Conn::Sqlite(c) => {
                 let mut tx = c.transaction()?;
+                let out = f(&mut tx)?;
+                tx.commit()?;
+                Ok(out)
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.transaction(f),
+        }
+    }
+
+    /// [`Store::transaction`] that takes the write lock at its start
+    /// (SQLite's `BEGIN IMMEDIATE`): a claim reads and then writes, and
+    /// two SQLite claims must not both read before either writes.
+    /// PostgreSQL's claim locks its row itself (`FOR UPDATE`).
+    fn claim_transaction<T>(&self, f: impl FnOnce(&mut dyn Exec) -> Result<T>) -> Result<T> {
+        match &mut *self.conn.borrow_mut() {
+            Conn::Sqlite(c) => {
+                let mut tx =
+                    c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                 let out = f(&mut tx)?;
                 tx.commit()?;
                 Ok(out)
@@ -1159,45 +1371,19 @@ impl Store {
 
     /// Appends an event (started, interrupted, resumed …) to a run's log.
     pub fn add_event(&self, run_id: i64, at: &str, kind: &str, message: &str) -> Result<()> {
-        self.exec(
-            "INSERT INTO run_event (run_id, at, kind, message) VALUES (?1, ?2, ?3, ?4)",
-            vals![run_id, at, kind, message],
-        )?;
-        Ok(())
+        self.with(|c| insert_event(c, run_id, at, kind, message))
     }
 
     /// Stores a run's resolved plan (JSON, with its version); a plan is
     /// written once and kept.
     pub fn set_plan(&self, run_id: i64, version: u32, plan: &str) -> Result<()> {
-        self.exec(
-            "INSERT INTO run_plan (run_id, version, plan) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
-            vals![run_id, version, plan],
-        )?;
-        Ok(())
-    }
-
-    /// Replaces a run's plan: only when an older plan is upgraded to the
-    /// current version (its missing pieces resolved once).
-    pub fn replace_plan(&self, run_id: i64, version: u32, plan: &str) -> Result<()> {
-        self.exec(
-            "UPDATE run_plan SET version = ?2, plan = ?3 WHERE run_id = ?1",
-            vals![run_id, version, plan],
-        )?;
-        Ok(())
+        self.with(|c| insert_plan(c, run_id, version, plan))
     }
 
     /// Records a workload's remarks on one repetition (each distinct
     /// text once).
     pub fn add_notes(&self, point_id: i64, repetition: u32, texts: &[String]) -> Result<()> {
-        for t in texts {
-            self.exec(
-                "INSERT INTO sample_note (sample_id, text)
-                 SELECT id, ?3 FROM sample WHERE point_id = ?1 AND repetition = ?2
-                 ON CONFLICT DO NOTHING",
-                vals![point_id, repetition, t.as_str()],
-            )?;
-        }
-        Ok(())
+        self.with(|c| upgrade::insert_notes(c, point_id, repetition, texts))
     }
 
     /// A run's notes, in point, repetition and text order.
@@ -1221,11 +1407,7 @@ impl Store {
 
     /// Stores an imported run's figures, parsed (JSON); kept once written.
     pub fn set_published(&self, run_id: i64, report: &str) -> Result<()> {
-        self.exec(
-            "INSERT INTO published (run_id, report) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-            vals![run_id, report],
-        )?;
-        Ok(())
+        self.with(|c| upgrade::insert_published(c, run_id, report))
     }
 
     /// The runs that hold published figures (imported, not measured):
@@ -1251,17 +1433,12 @@ impl Store {
 
     /// Marks how a run's reading pieces came to be.
     pub fn set_reading(&self, run_id: i64, reading: &Reading) -> Result<()> {
-        self.exec(
-            "INSERT INTO run_reading (run_id, version, origin) VALUES (?1, ?2, ?3)
-             ON CONFLICT (run_id) DO UPDATE SET version = excluded.version, origin = excluded.origin",
-            vals![run_id, reading.version, reading.origin.as_str()],
-        )?;
-        Ok(())
+        self.with(|c| set_reading_in(c, run_id, reading))
     }
 
     /// The runs whose reading pieces are missing or older than
     /// `version`, oldest first.
-    pub fn runs_to_upgrade(&self, version: i64) -> Result<Vec<i64>> {
+    fn runs_to_upgrade(&self, version: i64) -> Result<Vec<i64>> {
         self.query(
             "SELECT r.id FROM run r LEFT JOIN run_reading g ON g.run_id = r.id
              WHERE g.version IS NULL OR g.version < ?1 ORDER BY r.id",
@@ -1525,6 +1702,21 @@ impl Store {
         Ok(out)
     }
 
+    /// Every run's failed and recorded repetitions, by run: one query
+    /// for a whole runs list, which flags a run that completed with
+    /// failures (runs without a recorded repetition are absent).
+    pub fn repetition_counts(&self) -> Result<BTreeMap<i64, (i64, i64)>> {
+        let mut out = BTreeMap::new();
+        for r in self.query(
+            "SELECT p.run_id, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END), COUNT(*)
+             FROM sample s JOIN point p ON p.id = s.point_id GROUP BY p.run_id",
+            &[],
+        )? {
+            out.insert(r.int(0)?, (r.int(1)?, r.int(2)?));
+        }
+        Ok(out)
+    }
+
     /// A run's hosts.
     pub fn hosts(&self, run_id: i64) -> Result<Vec<HostRow>> {
         self.query(
@@ -1691,6 +1883,60 @@ fn no_store(target: &Target, why: &str) -> StoreError {
 /// Opens a SQLite database that cannot (or must not) be written.
 /// `immutable`: a WAL database on a read-only file system has no `-shm`
 /// file and cannot make one, and nobody can write it there either.
+/// A SQLite store opened to write that cannot be written (a read-only
+/// file or file system): read-only when its schema is current, so that
+/// a write fails with SQLite's "readonly database"; an older schema
+/// cannot be upgraded here.
+fn sqlite_cannot_write(path: &Path) -> Result<Conn> {
+    match Store::open_read_only(path) {
+        Err(StoreError::TooOld { db, found, known }) => {
+            Err(StoreError::CannotUpgrade { db, found, known })
+        }
+        r => r.map(|s| s.conn.into_inner()),
+    }
+}
+
+/// Appends an event to a run's log.
+fn insert_event(c: &mut dyn Exec, run_id: i64, at: &str, kind: &str, message: &str) -> Result<()> {
+    c.exec(
+        "INSERT INTO run_event (run_id, at, kind, message) VALUES (?1, ?2, ?3, ?4)",
+        vals![run_id, at, kind, message],
+    )?;
+    Ok(())
+}
+
+/// Stores a run's resolved plan unless it has one.
+fn insert_plan(c: &mut dyn Exec, run_id: i64, version: u32, plan: &str) -> Result<()> {
+    c.exec(
+        "INSERT INTO run_plan (run_id, version, plan) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        vals![run_id, version, plan],
+    )?;
+    Ok(())
+}
+
+/// Marks how a run's reading pieces came to be.
+fn set_reading_in(c: &mut dyn Exec, run_id: i64, reading: &Reading) -> Result<()> {
+    c.exec(
+        "INSERT INTO run_reading (run_id, version, origin) VALUES (?1, ?2, ?3)
+         ON CONFLICT (run_id) DO UPDATE SET version = excluded.version, origin = excluded.origin",
+        vals![run_id, reading.version, reading.origin.as_str()],
+    )?;
+    Ok(())
+}
+
+/// Opens a SQLite store to read, leaving no file behind.
+///
+/// A read-only connection (`mode=ro`) to a WAL database still creates its
+/// `-wal` and `-shm` files when they are missing, and cannot remove them
+/// when it closes (SQLite's "read-only databases" in wal.html): a reader
+/// would leave two files beside every store it looked at. So a store at
+/// rest — no `-wal` or `-journal` beside it, hence no writer connected
+/// and nothing committed outside the main file — is opened `immutable`,
+/// which reads the main file alone and takes no lock. A store with a
+/// writer (a run in progress: `serve` follows it) is read through that
+/// writer's WAL with `mode=ro`, which then creates nothing; where even
+/// that cannot open (a read-only file system), the main file is read
+/// `immutable` as it is.
 fn sqlite_read_only(path: &Path) -> Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -1706,10 +1952,20 @@ fn sqlite_read_only(path: &Path) -> Result<rusqlite::Connection> {
             .replace('#', "%23");
         format!("file:{p}?mode=ro{extra}")
     };
-    let conn = rusqlite::Connection::open_with_flags(uri(""), flags)?;
-    let conn = match conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
-        Ok(_) => conn,
-        Err(_) => rusqlite::Connection::open_with_flags(uri("&immutable=1"), flags)?,
+    let beside = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        std::path::PathBuf::from(p).exists()
+    };
+    let immutable = || rusqlite::Connection::open_with_flags(uri("&immutable=1"), flags);
+    let conn = if beside("-wal") || beside("-journal") {
+        let conn = rusqlite::Connection::open_with_flags(uri(""), flags)?;
+        match conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
+            Ok(_) => conn,
+            Err(_) => immutable()?,
+        }
+    } else {
+        immutable()?
     };
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     Ok(conn)

@@ -202,6 +202,16 @@ impl Pg {
         bounded(&self.rt, self.statement_timeout, &self.shown, what, fut)
     }
 
+    /// Makes every later transaction of this session read-only: a
+    /// reading command's store is refused any write by the server itself.
+    pub(crate) fn read_only(&mut self) -> Result<()> {
+        self.wait(
+            "a read-only session",
+            self.client
+                .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"),
+        )
+    }
+
     /// True when the database holds a benchlab store (its version table).
     pub(crate) fn has_store(&mut self) -> Result<bool> {
         let row = self.wait(

@@ -123,6 +123,13 @@ impl Row {
         }
     }
 
+    pub(crate) fn opt_real(&self, i: usize) -> Result<Option<f64>> {
+        match self.get(i)? {
+            Val::Null => Ok(None),
+            _ => self.real(i).map(Some),
+        }
+    }
+
     pub(crate) fn real(&self, i: usize) -> Result<f64> {
         match self.get(i)? {
             Val::Real(v) => Ok(*v),

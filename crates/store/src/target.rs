@@ -1,16 +1,19 @@
-//! Which store a `--db` names: a PostgreSQL URL or a SQLite file, and how
-//! to print it without its secrets.
+//! Which store a `--db` names: a PostgreSQL URL, a libpq `key=value`
+//! connection string, or a SQLite file, and how to print it without its
+//! secrets.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// A store's location as the user gave it: `postgres://…` or
-/// `postgresql://…` is a PostgreSQL database, anything else a SQLite file.
+/// `postgresql://…` is a PostgreSQL database, and so is a libpq
+/// connection string (`host=h user=u dbname=d`: it begins with a word and
+/// `=`, see [`is_postgres_conninfo`]); anything else a SQLite file.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Target {
     /// A SQLite database file (created when missing).
     Sqlite(PathBuf),
-    /// A PostgreSQL connection URL, secrets included: print it through
+    /// A PostgreSQL connection URL or string, secrets included: print it through
     /// [`Target::redacted`] or `Display`, never `{:?}` of the inner text.
     Postgres(String),
 }
@@ -21,7 +24,7 @@ pub const POSTGRES_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
 impl Target {
     /// Reads a `--db` value.
     pub fn parse(db: &str) -> Target {
-        if is_postgres_url(db) {
+        if is_postgres_url(db) || is_postgres_conninfo(db) {
             Target::Postgres(db.to_string())
         } else {
             Target::Sqlite(PathBuf::from(db))
@@ -71,6 +74,20 @@ pub fn is_postgres_url(db: &str) -> bool {
     })
 }
 
+/// True when `db` is a libpq `key=value` connection string: it begins
+/// with a keyword (letters and `_`) and `=`, spaces allowed around it, as
+/// libpq tells one from a URL. Such a string is never taken for a file
+/// name, even with a keyword the client will refuse: it may hold a
+/// password. (A SQLite file whose name begins so is given as `./name`.)
+pub fn is_postgres_conninfo(db: &str) -> bool {
+    let s = db.trim_start();
+    let word = s
+        .bytes()
+        .take_while(|b| b.is_ascii_alphabetic() || *b == b'_')
+        .count();
+    word > 0 && s[word..].trim_start().starts_with('=')
+}
+
 /// A `--db` value fit to print: a PostgreSQL URL without its password (in
 /// the user part and in a `password=` parameter), a path as it is.
 pub fn redact(db: &str) -> String {
@@ -100,6 +117,36 @@ mod tests {
             Target::Sqlite("postgres.db".into())
         );
         assert!(matches!(Target::parse("mysql://h/db"), Target::Sqlite(_)));
+    }
+
+    #[test]
+    fn conninfo_strings_are_postgres_never_files() {
+        for db in [
+            "host=127.0.0.1 user=lab password=Canary3 dbname=lab",
+            "  dbname = lab",
+            "usr=typo password=x",
+        ] {
+            assert!(matches!(Target::parse(db), Target::Postgres(_)), "{db}");
+        }
+        for db in ["lab.db", "./host=x.db", "=x", "a b=c", "/tmp/password=x"] {
+            assert!(matches!(Target::parse(db), Target::Sqlite(_)), "{db}");
+        }
+        for (db, shown) in [
+            (
+                "host=127.0.0.1 user=lab password=Canary3 dbname=lab",
+                "host=127.0.0.1 user=lab password=*** dbname=lab",
+            ),
+            (
+                "host=h password = 'Can ary\\' 3' dbname=lab",
+                "host=h password = *** dbname=lab",
+            ),
+            ("password=Canary3", "password=***"),
+            ("sslpassword=Canary3 host=h", "sslpassword=*** host=h"),
+        ] {
+            let t = Target::parse(db);
+            assert_eq!(t.redacted(), shown, "{db}");
+            assert!(!format!("{t:?}").contains("Can"));
+        }
     }
 
     #[test]

@@ -69,6 +69,11 @@ pub struct Defaults {
 
 /// Defaults used when `[defaults]` does not give a key.
 pub const DEFAULT_REPETITIONS: u32 = 3;
+
+/// The most repetitions any count in a study may ask for (fixed,
+/// adaptive or a budget): past any design that finishes, and small enough
+/// that a plan of every unit stays small.
+pub const MAX_REPETITIONS: u32 = 1_000;
 /// Default warm-up (s).
 pub const DEFAULT_WARMUP_S: f64 = 1.0;
 /// Default quiesce (s).
@@ -151,7 +156,7 @@ impl Ctx<'_> {
         let DeValue::Table(t) = v.get_ref() else {
             // Not a table: the integer form, with its own errors, which
             // mention the table form too.
-            return self.count(v, path, 1).map(|n| (n as u32, None)).map_err(|mut e| {
+            return self.repetition_count(v, path, 1).map(|n| (n, None)).map_err(|mut e| {
                 e.message = format!(
                     "{} (or a table {{ min = 3, max = 10, target_ci = \"2%\" }} for adaptive repetitions; allowed keys: {})",
                     e.message,
@@ -162,7 +167,7 @@ impl Ctx<'_> {
         };
         self.check_keys(t, path, KEYS)?;
         let min = match t.get("min") {
-            Some(x) => self.count(x, &join(path, "min"), 1)? as u32,
+            Some(x) => self.repetition_count(x, &join(path, "min"), 1)?,
             None => DEFAULT_REPETITIONS,
         };
         let Some(max_v) = t.get("max") else {
@@ -172,7 +177,7 @@ impl Ctx<'_> {
                 "adaptive repetitions need `max` (allowed keys: min, max, target_ci)",
             ));
         };
-        let max = self.count(max_v, &join(path, "max"), 1)? as u32;
+        let max = self.repetition_count(max_v, &join(path, "max"), 1)?;
         if max < min {
             return Err(self.err(
                 max_v.span(),

@@ -101,6 +101,22 @@ pub struct GuestSpec {
     pub net: GuestNet,
     /// Acceleration.
     pub accel: Accel,
+    /// The kernel it boots: a Debian kernel release (`6.1.0-50-amd64`,
+    /// the `linux-image-RELEASE` package, fetched into benchlab's cache),
+    /// or the absolute path of a directory laid out as an unpacked
+    /// package (`boot/vmlinuz-RELEASE`, `lib/modules/RELEASE`). `None`:
+    /// the cache's default kernel. Plans stored before this key read as
+    /// `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+}
+
+/// Whether `s` may be a kernel release: what `linux-image-RELEASE` and
+/// `uname -r` spell (digits first; letters, digits, `.+~_-`).
+pub fn is_kernel_release(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".+~_-".contains(c))
 }
 
 const GUEST_KEYS: &[&str] = &[
@@ -114,6 +130,7 @@ const GUEST_KEYS: &[&str] = &[
     "ip",
     "peer",
     "accel",
+    "kernel",
 ];
 
 /// Checks `a.b.c.d/len`.
@@ -252,6 +269,17 @@ impl Ctx<'_> {
         let opt = |k: &str| -> Result<Option<String>, StudyError> {
             t.get(k).map(|x| self.string(x, &key(k))).transpose()
         };
+        let kernel = opt("kernel")?;
+        if let Some(k) = &kernel {
+            let path = std::path::Path::new(k);
+            if !(is_kernel_release(k) || path.is_absolute() && !k.contains(char::is_whitespace)) {
+                return Err(self.err(
+                    t.get("kernel").unwrap().span(),
+                    &key("kernel"),
+                    format!("`{k}`: allowed a Debian kernel release as in linux-image-RELEASE (e.g. \"6.1.0-50-amd64\", \"6.12.100+deb12-amd64\", \"6.1.0-57-rt-amd64\"), or the absolute path of an unpacked kernel (boot/vmlinuz-RELEASE and lib/modules/RELEASE under it)"),
+                ));
+            }
+        }
         let netns = opt("netns")?;
         if let Some(ns) = &netns {
             if ns.is_empty() || ns.contains('/') {
@@ -308,6 +336,7 @@ impl Ctx<'_> {
             hugepages,
             net,
             accel,
+            kernel,
         })
     }
 }
@@ -345,6 +374,13 @@ mod tests {
         );
         assert!(g.hugepages);
         assert_eq!(g.accel, Accel::Auto);
+        assert_eq!(g.kernel, None);
+        let s = parse(&format!("{BRIDGE}, kernel = \"6.12.100+deb12-rt-amd64\"")).unwrap();
+        let Transport::Guest(g) = &s.hosts.iter().find(|h| h.name == "vm").unwrap().transport
+        else {
+            panic!()
+        };
+        assert_eq!(g.kernel.as_deref(), Some("6.12.100+deb12-rt-amd64"));
         assert_eq!(
             g.net,
             GuestNet::Bridge {
@@ -387,6 +423,16 @@ mod tests {
                 BRIDGE.replace(", bridge = \"br0\"", ""),
                 "host[0].guest.bridge",
                 "missing",
+            ),
+            (
+                format!("{BRIDGE}, kernel = \"linux 6.1\""),
+                "host[0].guest.kernel",
+                "allowed a Debian kernel release",
+            ),
+            (
+                format!("{BRIDGE}, kernel = \"vmlinuz\""),
+                "host[0].guest.kernel",
+                "absolute path",
             ),
             (
                 format!("{BRIDGE}, disk = \"x.img\""),

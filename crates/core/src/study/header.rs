@@ -85,6 +85,12 @@ const STUDY_KEYS: &[&str] = &[
     "step",
     "compare",
     "crosscheck",
+    "stacks",
+    // Read by `super::design`.
+    "design",
+    "margin",
+    "max_repetitions",
+    "max_duration",
 ];
 const ORDERS: &[&str] = &["alternate", "blocks", "sequential", "interleaved"];
 
@@ -102,6 +108,9 @@ pub(super) struct Header {
     /// `control = true`: an A/A control column.
     pub(super) control: bool,
     pub(super) steps: Vec<Step>,
+    /// `stacks`: call-stack sampling for every workload that does not
+    /// say otherwise.
+    pub(super) stacks: Option<super::Stacks>,
 }
 
 impl Ctx<'_> {
@@ -112,6 +121,7 @@ impl Ctx<'_> {
         let mut order = None;
         let (mut seed, mut blocks, mut control) = (None, None, false);
         let mut steps = Vec::new();
+        let mut stacks = None;
         match doc.get("study") {
             Some(v) => {
                 let t = self.table(v, "study")?;
@@ -189,6 +199,9 @@ impl Ctx<'_> {
                 if let Some(v) = t.get("step") {
                     steps = self.steps(v)?;
                 }
+                if let Some(v) = t.get("stacks") {
+                    stacks = self.stacks(v, "study.stacks", None)?;
+                }
             }
             None => {
                 return Err(self.err(
@@ -207,6 +220,7 @@ impl Ctx<'_> {
             blocks,
             control,
             steps,
+            stacks,
         })
     }
 }

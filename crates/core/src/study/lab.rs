@@ -30,6 +30,12 @@ fn parse_hosts(file: &str, text: &str) -> Result<Vec<Host>, StudyError> {
     Ok(hosts)
 }
 
+/// The hosts a lab file describes (`[[host]]` tables as in a study):
+/// what a lab's worker may use (`benchlab worker --hosts`).
+pub fn lab_hosts(file: &str, text: &str) -> Result<Vec<Host>, StudyError> {
+    parse_hosts(file, text)
+}
+
 /// `ROLE=SPEC` as a `[[host]]` table.
 fn host_option(option: &str) -> Result<String, String> {
     let (role, spec) = option

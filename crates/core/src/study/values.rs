@@ -174,6 +174,28 @@ impl Ctx<'_> {
         }
     }
 
+    /// A count of repetitions: at least `min`, at most
+    /// [`MAX_REPETITIONS`](super::MAX_REPETITIONS).
+    pub(super) fn repetition_count(
+        &self,
+        v: &Val,
+        path: &str,
+        min: i64,
+    ) -> Result<u32, StudyError> {
+        let n = self.count(v, path, min)?;
+        if n > i64::from(super::MAX_REPETITIONS) {
+            return Err(self.err(
+                v.span(),
+                path,
+                format!(
+                    "{n} repetitions: allowed is at most {} (each repetition of every point is run and stored; split the study instead)",
+                    super::MAX_REPETITIONS
+                ),
+            ));
+        }
+        Ok(n as u32)
+    }
+
     pub(super) fn seconds(&self, v: &Val, path: &str) -> Result<f64, StudyError> {
         match self.scalar(v, path, ParamKind::Seconds)? {
             Value::Float(f) => Ok(f),

@@ -2,7 +2,9 @@
 //! services, checked against its option table and, on every expanded
 //! point, against its own rules.
 
-use super::{Adaptive, Configs, Ctx, DeValue, Defaults, ServiceDecl, StudyError, Tab, Val};
+use super::{
+    Adaptive, Configs, Ctx, DeValue, Defaults, Margins, ServiceDecl, StudyError, Tab, Val,
+};
 use super::{DEFAULT_CLIENT_HOST, DEFAULT_SERVER_HOST};
 use crate::param::{quoted_list, ParamDefault, Params, Value};
 use crate::shape::ServerSide;
@@ -40,6 +42,13 @@ pub struct WorkloadEntry {
     /// The services it drives (a service workload): one target each.
     #[serde(default)]
     pub services: Vec<String>,
+    /// Call-stack sampling of its points (`stacks`, else the study's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<super::Stacks>,
+    /// `margin`: this workload's smallest differences that matter (see
+    /// [`super::Study::margin_pct`]).
+    #[serde(default, skip_serializing_if = "Margins::is_empty")]
+    pub margin: Margins,
 }
 
 /// Swept parameters with their values ([`WorkloadEntry::axes`]).
@@ -56,7 +65,14 @@ const WORKLOAD_RESERVED: &[&str] = &[
     "client",
     "targets",
     "service",
+    "stacks",
+    "margin",
 ];
+
+/// The most points one workload may sweep: far beyond any study that could
+/// finish (each point is measured at least twice per configuration), and
+/// small enough that expanding the points is harmless.
+pub const MAX_POINTS: usize = 10_000;
 
 impl WorkloadEntry {
     /// The points of this workload: the cartesian product of its axes, the
@@ -105,6 +121,8 @@ pub(super) struct Known<'k, 'i> {
     pub(super) host_names: &'k [&'k str],
     pub(super) services: &'k [ServiceDecl],
     pub(super) registry: &'k Registry,
+    /// `[study] stacks`, for the workloads that do not say.
+    pub(super) stacks: Option<super::Stacks>,
 }
 
 /// The `[[workload]]` table being read, once its kind is known.
@@ -206,6 +224,10 @@ impl Ctx<'_> {
             Some(q) => self.seconds(q, &format!("{path}.quiesce_s"))?,
             None => known.defaults.quiesce_s,
         };
+        let margin = match t.get("margin") {
+            Some(m) => self.margins(m, &format!("{path}.margin"))?,
+            None => Margins::default(),
+        };
         let (axes, base) = self.workload_params(&w, known.defaults)?;
         let rows = self.workload_rows(&w, &axes)?;
         let overrides = self.set_overrides(wl, known.configs, used_set_keys)?;
@@ -216,7 +238,12 @@ impl Ctx<'_> {
         let servers = self
             .service_targets(&w, &service_names, known.services)?
             .unwrap_or(servers);
+        let stacks = match t.get("stacks") {
+            Some(v) => self.stacks(v, &format!("{path}.stacks"), known.stacks)?,
+            None => known.stacks,
+        };
         let entry = WorkloadEntry {
+            stacks,
             services: service_names,
             name,
             kind: kind.clone(),
@@ -230,8 +257,17 @@ impl Ctx<'_> {
             servers,
             client,
             client_hosts,
+            margin,
         };
         self.check_points(&w, &entry, known.host_names)?;
+        if let Some(m) = t.get("margin") {
+            self.check_margin_metrics(
+                m,
+                &format!("{path}.margin"),
+                &entry.margin,
+                &[(&entry, wl)],
+            )?;
+        }
         Ok(entry)
     }
 
@@ -316,6 +352,32 @@ impl Ctx<'_> {
                     if values.len() == 1 {
                         base.set(spec.name, values.into_iter().next().unwrap());
                     } else {
+                        // Bounded here, before anything multiplies the
+                        // axes out (the fuzzer's find: five 64-value
+                        // ranges asked for 10^9 points and ran out of
+                        // memory).
+                        let points: usize = axes
+                            .iter()
+                            .map(|(_, v): &(String, Vec<Value>)| v.len())
+                            .chain([values.len()])
+                            .try_fold(1usize, |n, k| n.checked_mul(k))
+                            .unwrap_or(usize::MAX);
+                        if points > MAX_POINTS {
+                            let swept: Vec<String> = axes
+                                .iter()
+                                .map(|(n, v)| format!("{n} ({})", v.len()))
+                                .chain([format!("{} ({})", spec.name, values.len())])
+                                .collect();
+                            return Err(self.err(
+                                v.span(),
+                                &key,
+                                format!(
+                                    "the sweep has more than {MAX_POINTS} points (values per \
+                                     axis: {}); split the workload or sweep fewer values",
+                                    swept.join(" × ")
+                                ),
+                            ));
+                        }
                         axes.push((spec.name.to_string(), values));
                     }
                 }
