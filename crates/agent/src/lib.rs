@@ -18,6 +18,7 @@ pub mod listen;
 pub mod protocol;
 pub mod server;
 pub mod service;
+mod stacks;
 
 pub use client::{AgentError, AgentHandle};
 pub use protocol::{Request, Response, PROTOCOL_VERSION};

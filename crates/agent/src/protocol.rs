@@ -8,7 +8,7 @@ use benchlab_core::{ClientShare, Params, ServiceInfo, SideResult};
 use serde::{Deserialize, Serialize};
 
 /// Version of the control protocol. Bump on any incompatible change.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -170,6 +170,24 @@ pub enum Request {
     },
     /// Stop the monitor; answered with its samples.
     MonitorStop,
+    /// Whether this host can sample call stacks as asked (perf installed,
+    /// allowed, the rate possible); answered with `StacksChecked`.
+    StacksCheck {
+        /// Samples per second and CPU.
+        hz: u32,
+        /// How user stacks are walked.
+        unwind: benchlab_stacks::Unwind,
+    },
+    /// Start sampling every CPU's call stacks (`perf record`) until
+    /// `StacksStop` or the plan's window ends; answered with
+    /// `StacksStarted`.
+    StacksStart {
+        /// When, how and whose processes.
+        plan: benchlab_stacks::Plan,
+    },
+    /// Stop sampling; answered with the host's folded stacks by side,
+    /// symbolized here.
+    StacksStop,
     /// End the session; the agent exits.
     Shutdown,
 }
@@ -237,8 +255,13 @@ pub enum Response {
         /// `/proc/sys/kernel/random/boot_id`: hosts that share it share a
         /// kernel (network namespaces of one machine).
         boot_id: String,
-        /// Unrestored journal files.
+        /// Unrestored journal files (of runs that are over).
         journals: Vec<String>,
+        /// Journals of runs in progress on this host (another user's, or
+        /// another controller's, their locks held): theirs to undo, named
+        /// and left alone.
+        #[serde(default)]
+        live: Vec<String>,
     },
     /// Answer to `EnvApply`.
     EnvApplied {
@@ -302,6 +325,18 @@ pub enum Response {
     Monitored {
         /// The samples.
         series: Box<benchlab_monitor::Series>,
+    },
+    /// Answer to `StacksCheck`: it can.
+    StacksChecked {
+        /// The perf version that will record.
+        perf: String,
+    },
+    /// Answer to `StacksStart`.
+    StacksStarted,
+    /// Answer to `StacksStop`.
+    Stacks {
+        /// The host's recording.
+        recording: Box<benchlab_stacks::Recording>,
     },
     /// Answer to `Shutdown`.
     Bye,

@@ -57,19 +57,50 @@ struct RunningServer {
     thread: JoinHandle<()>,
 }
 
-/// The environment session this agent holds (at most one). Global so that
-/// the stdin watchdog can revert it when the controller vanishes.
-static ENV_SESSION: std::sync::Mutex<Option<benchlab_env::Session>> = std::sync::Mutex::new(None);
+/// The environment session of each controller session (at most one
+/// each), by the thread that serves it: an agent that listens serves
+/// several controller sessions at once (the hosts of one study that
+/// share this machine, or two runs), each applying and reverting its
+/// own. Global so that the stdin watchdog can revert them when the
+/// controller vanishes.
+type EnvSlot = Arc<std::sync::Mutex<Option<benchlab_env::Session>>>;
+static ENV_SESSIONS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<std::thread::ThreadId, EnvSlot>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// This thread's environment slot.
+fn env_slot() -> EnvSlot {
+    let mut all = ENV_SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    all.entry(std::thread::current().id()).or_default().clone()
+}
 
 /// Reverts a held environment session (controller gone, or the session
-/// ended without `EnvRevert`). `try_lock`: if the main thread is in the
-/// middle of applying, the journal is what undoes it.
-fn revert_env_session() {
-    if let Ok(mut g) = ENV_SESSION.try_lock() {
-        if let Some(mut s) = g.take() {
-            s.revert();
+/// ended without `EnvRevert`): this thread's, or with `all` every
+/// thread's. `try_lock`: if that session is in the middle of applying,
+/// the journal is what undoes it.
+fn revert_env_sessions(all: bool) {
+    let slots: Vec<EnvSlot> = {
+        let mut map = ENV_SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+        if all {
+            map.drain().map(|(_, s)| s).collect()
+        } else {
+            map.remove(&std::thread::current().id())
+                .into_iter()
+                .collect()
+        }
+    };
+    for slot in slots {
+        if let Ok(mut g) = slot.try_lock() {
+            if let Some(mut s) = g.take() {
+                s.revert();
+            }
         }
     }
+}
+
+/// Reverts this controller session's environment.
+fn revert_env_session() {
+    revert_env_sessions(false);
 }
 
 fn env_request(req: Request) -> Response {
@@ -78,20 +109,28 @@ fn env_request(req: Request) -> Response {
         message,
         skipped: false,
     };
-    let mut guard = match ENV_SESSION.lock() {
+    let slot = env_slot();
+    let mut guard = match slot.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     };
     match req {
-        Request::EnvProbe => Response::EnvProbed {
-            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default(),
-            journals: benchlab_env::journal::pending(&dir)
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-        },
+        Request::EnvProbe => {
+            // A run that has just died may hold its journals a moment
+            // longer: its journals are then an earlier run's, not a live
+            // one's.
+            let names = |files: Vec<std::path::PathBuf>| {
+                files.iter().map(|p| p.display().to_string()).collect()
+            };
+            let live = benchlab_env::journal::settle(&dir, benchlab_env::journal::DYING_GRACE);
+            Response::EnvProbed {
+                boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default(),
+                journals: names(benchlab_env::journal::pending(&dir)),
+                live: names(live),
+            }
+        }
         Request::EnvApply { spec } => {
             if guard.is_some() {
                 return err("an environment is already applied in this session".into());
@@ -151,8 +190,8 @@ pub fn serve_stdio(registry: &Registry) -> io::Result<()> {
         // SAFETY: one valid pollfd for the duration of the call.
         let n = unsafe { libc::poll(&mut fds, 1, 500) };
         if n > 0 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            crate::service::stop_all();
-            revert_env_session();
+            crate::service::stop_every();
+            revert_env_sessions(true);
             std::process::exit(0);
         }
     });
@@ -168,6 +207,8 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
     let mut server: Option<RunningServer> = None;
     // The system monitor this session runs, if any (stopped with it).
     let mut monitor: Option<benchlab_monitor::Monitor> = None;
+    // The call-stack recorder this session runs, if any.
+    let mut stacks: Option<benchlab_stacks::record::Recorder> = None;
     while let Some(req) = read_frame::<_, Request>(&mut r)? {
         let refuse = |state: State, what: &str| Response::Refused {
             reason: format!("`{what}` is not allowed in state {state:?}"),
@@ -266,6 +307,13 @@ pub fn serve<R: Read, W: Write>(registry: &Registry, mut r: R, mut w: W) -> io::
                     skipped: false,
                 },
             },
+            // So do call-stack recorders.
+            (
+                _,
+                req @ (Request::StacksCheck { .. }
+                | Request::StacksStart { .. }
+                | Request::StacksStop),
+            ) => crate::stacks::handle(&mut stacks, req),
             (state, Request::ServiceStart { .. }) => refuse(state, "service_start"),
             (state, Request::ServiceCheck { .. }) => refuse(state, "service_check"),
             (state, Request::ServiceStop { .. }) => refuse(state, "service_stop"),

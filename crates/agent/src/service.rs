@@ -3,8 +3,11 @@
 //! typed calls for them.
 //!
 //! An agent holds its services until `service_stop`; it stops every one
-//! it holds when the session ends (`shutdown`, the pipe closing, its
-//! input hung up) and before `env_restore`. A SIGKILLed agent leaves them
+//! a session started when that session ends (`shutdown`, the pipe
+//! closing) and before its `env_restore`, and every one it holds when its
+//! input hangs up. A listening agent serves several controllers' sessions
+//! at once, each on its own thread: a session sees, stops and ends only
+//! its own services. A SIGKILLed agent leaves them
 //! to the restore journal: `benchlab restore` kills their process groups
 //! and removes their scratch directories.
 
@@ -12,6 +15,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use benchlab_service::{
@@ -21,9 +25,10 @@ use benchlab_service::{
 use crate::client::{AgentError, AgentHandle};
 use crate::protocol::{Request, Response};
 
-/// The services this agent holds. Global so that the input watchdog can
-/// stop them when the controller vanishes.
-static SERVICES: Mutex<Vec<Service>> = Mutex::new(Vec::new());
+/// The services this agent holds, each with the session (the thread that
+/// serves it) that started it. Global so that the input watchdog can stop
+/// them when the controller vanishes.
+static SERVICES: Mutex<Vec<(ThreadId, Service)>> = Mutex::new(Vec::new());
 
 /// Held for the whole of a service request and of a stop of them all
 /// (always taken before `SERVICES`): the watchdog, which ends the process
@@ -46,11 +51,21 @@ fn error(message: String) -> Response {
     }
 }
 
-fn services() -> std::sync::MutexGuard<'static, Vec<Service>> {
+fn services() -> std::sync::MutexGuard<'static, Vec<(ThreadId, Service)>> {
     match SERVICES.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     }
+}
+
+/// Whether an entry is this session's.
+fn mine(entry: &(ThreadId, Service)) -> bool {
+    entry.0 == std::thread::current().id()
+}
+
+/// The position of this session's service `name`.
+fn position(all: &[(ThreadId, Service)], name: &str) -> Option<usize> {
+    all.iter().position(|e| mine(e) && e.1.name() == name)
 }
 
 /// Answers a service request.
@@ -63,7 +78,9 @@ pub(crate) fn handle(req: Request) -> Response {
             secrets,
         } => {
             let name = plan.spec.name.clone();
-            if services().iter().any(|s| s.name() == name) {
+            // Agent-wide: two services of one name on a host would share
+            // their scratch and log names.
+            if services().iter().any(|(_, s)| s.name() == name) {
                 return error(format!(
                     "service `{name}` already runs on this agent: stop it first"
                 ));
@@ -76,7 +93,7 @@ pub(crate) fn handle(req: Request) -> Response {
                 Ok(s) => {
                     let description = Box::new(s.description().clone());
                     let address = s.address();
-                    services().push(s);
+                    services().push((std::thread::current().id(), s));
                     Response::ServiceStarted {
                         description,
                         address,
@@ -97,21 +114,29 @@ pub(crate) fn handle(req: Request) -> Response {
                 Err(e) => error(e.to_string()),
             }
         }
-        Request::ServiceUsage { name } => match services().iter().find(|s| s.name() == name) {
-            Some(s) => Response::ServiceUsage { usage: s.usage() },
-            None => not_running(&name),
-        },
-        Request::ServiceAlive { name } => match services().iter_mut().find(|s| s.name() == name) {
-            Some(s) => match s.check_alive() {
-                Liveness::Alive => Response::ServiceAlive,
-                Liveness::Died { reason, log } => Response::ServiceDied { reason, log },
-            },
-            None => not_running(&name),
-        },
+        Request::ServiceUsage { name } => {
+            let g = services();
+            match position(&g, &name) {
+                Some(i) => Response::ServiceUsage {
+                    usage: g[i].1.usage(),
+                },
+                None => not_running(&name),
+            }
+        }
+        Request::ServiceAlive { name } => {
+            let mut g = services();
+            match position(&g, &name).map(|i| &mut g[i].1) {
+                Some(s) => match s.check_alive() {
+                    Liveness::Alive => Response::ServiceAlive,
+                    Liveness::Died { reason, log } => Response::ServiceDied { reason, log },
+                },
+                None => not_running(&name),
+            }
+        }
         Request::ServiceStop { name } => {
             let held = {
                 let mut g = services();
-                g.iter().position(|s| s.name() == name).map(|i| g.remove(i))
+                position(&g, &name).map(|i| g.remove(i).1)
             };
             match held {
                 Some(s) => match s.stop() {
@@ -129,13 +154,28 @@ fn not_running(name: &str) -> Response {
     error(format!("no service `{name}` runs on this agent"))
 }
 
-/// Stops every service this agent holds (the session ends, or its input
-/// hung up). Waits for a service request in progress to finish first
+/// Stops every service this session started (it ends, or restores its
+/// environment). Waits for a service request in progress to finish first
 /// (bounded by the service's start or stop limits). Failures are left to
 /// the journal, which keeps what could not be undone.
 pub(crate) fn stop_all() {
+    stop_where(mine);
+}
+
+/// Stops every service this agent holds, whichever session started it
+/// (the agent's input hung up: it is about to exit).
+pub(crate) fn stop_every() {
+    stop_where(|_| true);
+}
+
+fn stop_where(pick: impl Fn(&(ThreadId, Service)) -> bool) {
     let _busy = busy();
-    let held: Vec<Service> = std::mem::take(&mut *services());
+    let held: Vec<Service> = {
+        let mut g = services();
+        let (picked, kept) = std::mem::take(&mut *g).into_iter().partition(|e| pick(e));
+        *g = kept;
+        picked.into_iter().map(|(_, s)| s).collect::<Vec<_>>()
+    };
     for s in held {
         let _ = s.stop();
     }

@@ -9,12 +9,13 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use benchlab_agent::channel::Key;
 use benchlab_agent::frame::{read_frame, write_frame};
-use benchlab_agent::listen::{connect, serve_listener};
+use benchlab_agent::listen::{connect, serve_listener, serve_listener_with, ListenOptions};
 use benchlab_agent::protocol::{Request, Response, PROTOCOL_VERSION};
 use benchlab_core::Registry;
 
@@ -67,8 +68,19 @@ type Tamper = fn(Vec<Vec<u8>>) -> Vec<Vec<u8>>;
 struct Outcome {
     /// What the controller got back, in order, until the connection ended.
     responses: Vec<Response>,
-    /// How the agent's session ended (`serve_listener` with `once`).
+    /// How the agent's session ended (`serve_listener` with `once`); a
+    /// connection whose first record fails never became a session: the
+    /// agent's log line saying it refused the peer.
     agent: io::Result<()>,
+}
+
+/// The agent's line about a refused peer, once it is logged.
+fn refusal(log: &Arc<Mutex<Vec<String>>>) -> Option<String> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.starts_with("benchlab agent: refused "))
+        .cloned()
 }
 
 /// The agent serves one session; the controller sends `requests` (each one
@@ -78,8 +90,15 @@ struct Outcome {
 fn session_through(requests: &[Request], tamper: Tamper) -> Outcome {
     let agent_listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let agent_addr = agent_listener.local_addr().unwrap();
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = log.clone();
+    let opts = ListenOptions {
+        handshake_timeout: PATIENCE,
+        log: Arc::new(move |l| sink.lock().unwrap().push(l.to_string())),
+        ..ListenOptions::new(true)
+    };
     let agent: JoinHandle<io::Result<()>> = std::thread::spawn(move || {
-        serve_listener(&agent_listener, &key(), &Registry::new(), true, PATIENCE)
+        serve_listener_with(&agent_listener, &key(), &Registry::new(), &opts)
     });
     let mitm_listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let mitm_addr: SocketAddr = mitm_listener.local_addr().unwrap();
@@ -109,10 +128,26 @@ fn session_through(requests: &[Request], tamper: Tamper) -> Outcome {
         responses.push(r);
     }
     mitm.join().unwrap();
-    Outcome {
-        responses,
-        agent: agent.join().unwrap(),
+    // A `once` agent goes on after a refused peer: the refusal is logged,
+    // and a real session ends the agent.
+    let since = Instant::now();
+    while !agent.is_finished() && refusal(&log).is_none() && since.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(10));
     }
+    let agent = match refusal(&log) {
+        Some(line) => {
+            let mut s = connect(agent_addr, &key(), PATIENCE).unwrap();
+            for r in [hello(), Request::Shutdown] {
+                write_frame(&mut s, &r).unwrap();
+                read_frame::<_, Response>(&mut s).unwrap();
+            }
+            drop(s);
+            agent.join().unwrap().unwrap();
+            Err(io::Error::other(line))
+        }
+        None => agent.join().unwrap(),
+    };
+    Outcome { responses, agent }
 }
 
 fn refused_because(o: &Outcome, why: &str) {

@@ -1,6 +1,7 @@
 //! Managed services through the agent, over real frames: start, observe,
 //! liveness, stop; a service left running is stopped by `shutdown` and by
-//! `env_restore`; errors come back as typed errors naming the service.
+//! `env_restore`; errors come back as typed errors naming the service;
+//! two sessions on one listening agent each end only their own.
 //!
 //! One test, run in order: the agent's services are per process, and the
 //! journal directory comes from the process's environment.
@@ -170,4 +171,44 @@ fn services_through_the_agent() {
     assert_eq!(entries(&journal), Vec::<String>::new());
     a.shutdown();
     h.join().unwrap();
+
+    // Two controllers' sessions on one listening agent (two runs sharing
+    // a host): each sees and ends only its own services. Before, one
+    // session's shutdown stopped the other's server in the middle of its
+    // run.
+    let key = benchlab_agent::channel::Key::from_bytes(b"service-test-key-0123456789abcdef");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let agent_key = key.clone();
+    // Serves until the test process ends.
+    std::thread::spawn(move || {
+        let _ = benchlab_agent::listen::serve_listener(
+            &l,
+            &agent_key,
+            &Registry::new(),
+            false,
+            Duration::from_secs(10),
+        );
+    });
+    let session = |name: &str| {
+        let c = benchlab_agent::listen::connect(addr, &key, Duration::from_secs(10)).unwrap();
+        AgentHandle::over_tcp(c, name).unwrap()
+    };
+    let (mut one, mut two) = (session("one"), session("two"));
+    let first = one.service_start(&plan("web1"), Some(b), &never).unwrap();
+    let second = two.service_start(&plan("web2"), Some(b), &never).unwrap();
+    let e = one.service_alive("web2", &never).unwrap_err().to_string();
+    assert_eq!(e, "agent `one`: no service `web2` runs on this agent");
+    // One name is still one service per agent, whichever session asks.
+    assert!(two.service_start(&plan("web1"), Some(b), &never).is_err());
+    one.shutdown();
+    assert!(gone(first.description.pgid));
+    assert_eq!(two.service_alive("web2", &never).unwrap(), Liveness::Alive);
+    assert!(procfs::live_members(second.description.pgid).len() >= 2);
+    two.service_stop("web2", Duration::from_secs(10), &never)
+        .unwrap();
+    assert!(gone(second.description.pgid));
+    two.shutdown();
+    assert_eq!(entries(base.path()), Vec::<String>::new());
+    assert_eq!(entries(&journal), Vec::<String>::new());
 }

@@ -13,6 +13,8 @@ use crate::services::Services;
 /// A run in progress: everything its repetitions share.
 pub(crate) struct Engine<'a> {
     pub(crate) reg: &'a Registry,
+    /// The sequential rule of the until-decided design.
+    pub(crate) rule: &'a dyn crate::Decider,
     pub(crate) opts: RunOptions,
     pub(crate) observer: &'a mut dyn Observer,
     // Fields drop in order: the configuration's agents go before the
@@ -23,6 +25,8 @@ pub(crate) struct Engine<'a> {
     pub(crate) svc: Services,
     /// The hosts' system monitors.
     pub(crate) monitors: Monitors,
+    /// The hosts' call-stack recordings.
+    pub(crate) stacks: crate::stacks::Stacks,
     /// The study, the agents, the store.
     pub(crate) ctx: RunCtx<'a>,
 }

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use benchlab_agent::{AgentError, AgentHandle, Request, Response};
 use benchlab_core::placement::Placement;
 use benchlab_core::study::{Host, Study, Transport};
-use benchlab_core::Params;
+use benchlab_core::{Params, Registry, ServerSide};
 
 /// The side of a workload an agent runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -231,8 +231,12 @@ pub(crate) struct Uses {
 
 impl Uses {
     /// Every configuration's hosts: a host only one configuration moves a
-    /// side to is checked before the first point too.
-    pub(crate) fn of(study: &Study) -> Uses {
+    /// side to is checked before the first point too. A workload without
+    /// a server side (`command`, `fs.matrix`) pairs its client with no
+    /// server: its `server` host (`sut` unless named) serves it nothing,
+    /// so no reach probe goes there (from a guest, `sut`'s 127.0.0.1 is
+    /// the guest itself and the probe would fail).
+    pub(crate) fn of(study: &Study, reg: &Registry) -> Uses {
         let mut u = Uses {
             roles: BTreeMap::new(),
             pairs: vec![Vec::new(); study.configurations.len()],
@@ -256,9 +260,17 @@ impl Uses {
         };
         for (ci, config) in study.configurations.iter().enumerate() {
             for w in &study.workloads {
+                let served = reg
+                    .get(&w.kind)
+                    .is_none_or(|k| k.server_side() != ServerSide::None);
                 for s in w.servers.iter().map(|s| config.host(s)) {
                     add(s, "server", ci);
-                    for c in w.client_hosts.iter().map(|c| config.host(c)) {
+                    for c in w
+                        .client_hosts
+                        .iter()
+                        .map(|c| config.host(c))
+                        .filter(|_| served)
+                    {
                         let pair = (c.to_string(), s.to_string());
                         if !u.pairs[ci].contains(&pair) {
                             u.pairs[ci].push(pair);
@@ -751,13 +763,14 @@ impl Pool {
     /// uses it starts (`guests.rs`).
     pub(crate) fn preflight(
         study: &Study,
+        reg: &Registry,
         interrupt: &AtomicBool,
         restore_first: bool,
     ) -> Result<(Pool, Vec<HostInventory>, Vec<String>)> {
         let mut notes = Vec::new();
         let mut pending_restore = false;
         let mut boot_ids = Vec::new();
-        let uses = Uses::of(study);
+        let uses = Uses::of(study, reg);
         let roles: BTreeMap<String, Vec<&str>> = uses
             .roles
             .iter()
@@ -863,7 +876,17 @@ impl Pool {
                         Err(e) => problems.push(format!("{what}: {e}")),
                     }
                     match agent.request(&Request::EnvProbe, Duration::from_secs(30), interrupt) {
-                        Ok(Response::EnvProbed { boot_id, journals }) => {
+                        Ok(Response::EnvProbed {
+                            boot_id,
+                            journals,
+                            live,
+                        }) => {
+                            if !live.is_empty() {
+                                notes.push(format!(
+                                    "{what}: another run is in progress on this host (journal {}): its settings are its own to put back, and this run leaves them alone",
+                                    live.join(", ")
+                                ));
+                            }
                             if !journals.is_empty() && !restore_first {
                                 problems.push(format!(
                                     "{what}: an earlier run left settings changed (unrestored journal {}): run `benchlab restore {}` to put them back, or `benchlab run --restore-first`",

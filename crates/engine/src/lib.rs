@@ -7,6 +7,7 @@
 
 mod combine;
 mod context;
+mod decide;
 mod engine;
 mod envrun;
 mod guests;
@@ -15,15 +16,19 @@ mod lock;
 mod monitors;
 mod observer;
 mod profile;
+mod rule;
 mod runner;
 mod secrets;
 mod services;
+mod stacks;
 mod unit;
 
+pub use decide::{Answer, Decider, Question, Sides};
 pub use hosts::spawn_for_restore;
 pub use lock::{state_dir, RunLock};
-pub use observer::{Headline, Observer, PlannedUnit, RunStart, UnitInfo, UnitResult};
+pub use observer::{Headline, Observer, PlannedUnit, RoundStart, RunStart, UnitInfo, UnitResult};
 pub use profile::{load_profile, LoadedProfile};
-pub use runner::{stored_plan, Outcome, Run};
+pub use rule::Sequential;
+pub use runner::{controller_alive, is_live_benchlab, refuse_reopen, stored_plan, Outcome, Run};
 pub use secrets::generate_passwords;
 pub use services::check as check_service;

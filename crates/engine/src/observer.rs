@@ -20,6 +20,19 @@ pub struct RunStart {
     pub already: usize,
 }
 
+/// A round of the until-decided design is about to run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundStart {
+    /// The round, from 0.
+    pub round: u32,
+    /// Points (across configurations) still undecided, which it runs.
+    pub points: usize,
+    /// Points in all.
+    pub rows: usize,
+    /// Its expected duration, in seconds.
+    pub expected_s: f64,
+}
+
 /// One repetition: which, of what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnitInfo<'a> {
@@ -105,6 +118,9 @@ pub trait Observer {
     /// a revert that failed, an earlier run's settings restored. The
     /// engine prints nothing itself; this is how it speaks.
     fn note(&mut self, _text: &str) {}
+    /// A round of the until-decided design begins (its repetitions follow
+    /// with a [`Observer::start`] of their own).
+    fn round(&mut self, _round: &RoundStart) {}
 }
 
 /// An observer that is told nothing worth keeping.

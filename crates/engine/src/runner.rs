@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use benchlab_core::plan::{Plan, PlannedPoint, RunOptions, Unit};
 use benchlab_core::resolved::ResolvedPlan;
-use benchlab_core::study::{Configuration, OnError, Study, WorkloadEntry};
+use benchlab_core::study::{Configuration, DesignKind, OnError, Study, WorkloadEntry};
 use benchlab_core::units::now_rfc3339;
 use benchlab_core::{Registry, Sample, ServerSide};
 use benchlab_monitor::Series;
@@ -27,6 +27,7 @@ use crate::services::{self, Services};
 use crate::unit::{UnitError, UnitSpec};
 
 /// How a run ended.
+#[derive(Debug)]
 pub struct Outcome {
     /// The run's id in the store.
     pub run_id: i64,
@@ -91,6 +92,8 @@ pub struct Run<'a> {
     /// First undo whatever an earlier, crashed run left changed on the
     /// hosts, instead of refusing to start.
     pub restore_first: bool,
+    /// The sequential rule of the until-decided design.
+    pub rule: &'a dyn crate::Decider,
 }
 
 impl Run<'_> {
@@ -103,9 +106,11 @@ impl Run<'_> {
             interrupt,
             observer,
             restore_first,
+            rule,
         } = self;
-        let (mut pool, inventories, notes) = Pool::preflight(study, interrupt, restore_first)?;
+        let (mut pool, inventories, notes) = Pool::preflight(study, reg, interrupt, restore_first)?;
         services::check_all(study, &mut pool)?;
+        crate::stacks::check_all(study, &mut pool)?;
         let started = now_rfc3339();
         let run_id = store.create_run(&NewRun {
             study_name: &study.name,
@@ -171,12 +176,14 @@ impl Run<'_> {
             &format!("scale {}, quick {}", opts.scale, opts.quick),
         )?;
         Engine {
+            rule,
             reg,
             opts,
             observer,
             env: EnvControl::default(),
             svc: Services::default(),
             monitors: Monitors::default(),
+            stacks: Default::default(),
             ctx: RunCtx {
                 study,
                 pool,
@@ -191,33 +198,36 @@ impl Run<'_> {
 
     /// Resumes an unfinished run with its first missing repetition.
     pub fn resume(self, run_id: i64) -> Result<Outcome> {
+        self.reopen(run_id, Continuation::Resume)
+    }
+
+    /// Adds rounds of the until-decided design to a stored run's
+    /// undecided points (`benchlab run --resume RUN --until-decided`),
+    /// under the same sequential rule, so that the looks already taken
+    /// count: a run of the fixed design continues from its repetitions, an
+    /// until-decided run from its last round. `cap` raises the run's cap
+    /// on repetitions per side.
+    pub fn until_decided(self, run_id: i64, cap: Option<u32>) -> Result<Outcome> {
+        self.reopen(run_id, Continuation::UntilDecided(cap))
+    }
+
+    /// A stored run continued: refused while it may still be running or
+    /// when there is nothing to add, else its hosts checked again and the
+    /// engine run over its stored plan.
+    fn reopen(self, run_id: i64, how: Continuation) -> Result<Outcome> {
         let Run {
             store,
             registry: reg,
             interrupt,
             observer,
             restore_first,
+            rule,
         } = self;
+        let until_decided = matches!(how, Continuation::UntilDecided(_));
+        refuse_reopen(store, run_id, until_decided)?;
         let run = store.run(run_id)?;
-        if run.status == RunStatus::Completed {
-            bail!("run {run_id} is already complete: nothing to resume");
-        }
-        if run.status == RunStatus::Running && run.controller_host != hostname() {
-            // A shared store (PostgreSQL) holds runs of other controllers:
-            // their pid means nothing here, and resuming a run that its
-            // controller is still running would measure every unit twice.
-            bail!(
-                "run {run_id} is running on the controller {} (or that controller died): resume it there",
-                run.controller_host
-            );
-        }
-        if run.status == RunStatus::Running {
-            if let Some(pid) = run.controller_pid {
-                if pid as u32 != std::process::id() && process_is_benchlab(pid) {
-                    bail!("run {run_id} is still being run by process {pid}");
-                }
-            }
-        }
+        let target = store.target().to_string();
+        let refused = |e: anyhow::Error| until_decided_refusal(&target, until_decided, e);
         let plan = stored_plan(store, reg, run_id)?;
         for w in &plan.workloads {
             if reg.get(&w.kind).is_none() {
@@ -227,19 +237,40 @@ impl Run<'_> {
                 );
             }
         }
-        let study = plan.study;
-        let (mut pool, inventories, notes) = Pool::preflight(&study, interrupt, restore_first)?;
+        let mut study = plan.study;
+        let note = match how {
+            Continuation::Resume => "",
+            Continuation::UntilDecided(cap) => {
+                if let Some(cap) = cap {
+                    if cap < study.design.cap() {
+                        bail!(
+                            "--max-repetitions {cap} is less than run {run_id}'s cap of {}: allowed is that or more",
+                            study.design.cap()
+                        );
+                    }
+                    study.design.extended_to = Some(cap);
+                }
+                crate::decide::refuse_if_decided(store, reg, &study, run_id, rule, run.options)
+                    .map_err(refused)?;
+                "--until-decided: rounds for the undecided points"
+            }
+        };
+        let (mut pool, inventories, notes) =
+            Pool::preflight(&study, reg, interrupt, restore_first)?;
         services::check_all(&study, &mut pool)?;
+        crate::stacks::check_all(&study, &mut pool)?;
         store_hosts(store, run_id, inventories)?;
         store.set_run_status(run_id, RunStatus::Running, &now_rfc3339())?;
-        store.add_event(run_id, &now_rfc3339(), "resumed", "")?;
-        Engine {
+        store.add_event(run_id, &now_rfc3339(), "resumed", note)?;
+        let engine = Engine {
+            rule,
             reg,
             opts: run.options,
             observer,
             env: EnvControl::default(),
             svc: Services::default(),
             monitors: Monitors::default(),
+            stacks: Default::default(),
             ctx: RunCtx {
                 study: &study,
                 pool,
@@ -248,9 +279,83 @@ impl Run<'_> {
                 interrupt,
                 notes,
             },
+        };
+        match how {
+            Continuation::Resume => engine.execute(),
+            Continuation::UntilDecided(_) => engine.execute_until_decided(),
         }
-        .execute()
     }
+}
+
+/// How [`Run::reopen`] continues a stored run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Continuation {
+    /// With its first missing repetition, in its own design.
+    Resume,
+    /// With rounds of the until-decided design, up to a raised cap.
+    UntilDecided(Option<u32>),
+}
+
+/// Refuses to continue run `run_id` (`--resume`, or `--until-decided`
+/// when `until_decided`) when it is complete or its controller may still
+/// be running it: what [`Run::resume`] and [`Run::until_decided`] check
+/// first, for a caller that must know before it takes the run's hosts.
+pub fn refuse_reopen(store: &Store, run_id: i64, until_decided: bool) -> Result<()> {
+    let run = store.run(run_id)?;
+    if !until_decided && run.status == RunStatus::Completed {
+        bail!("run {run_id} is already complete: nothing to resume");
+    }
+    refuse_if_running(&run)
+        .map_err(|e| until_decided_refusal(&store.target().to_string(), until_decided, e))
+}
+
+/// A refusal of `--until-decided` names the flag and the store the run
+/// is in: the run's number alone does not say which store.
+fn until_decided_refusal(target: &str, until_decided: bool, e: anyhow::Error) -> anyhow::Error {
+    if until_decided {
+        anyhow::anyhow!("{target}: --until-decided: {e}")
+    } else {
+        e
+    }
+}
+
+/// Refuses a run that its controller may still be running: measuring its
+/// units from here too would store every one twice.
+fn refuse_if_running(run: &benchlab_store::RunRow) -> Result<()> {
+    let run_id = run.id;
+    if run.status == RunStatus::Running && run.controller_host != hostname() {
+        // A shared store (PostgreSQL) holds runs of other controllers:
+        // their pid means nothing here.
+        bail!(
+            "run {run_id} is running on the controller {} (or that controller died): resume it there",
+            run.controller_host
+        );
+    }
+    if run.status == RunStatus::Running {
+        if let Some(pid) = run.controller_pid {
+            if is_live_benchlab(pid) {
+                bail!("run {run_id} is still being run by process {pid}: let it finish, or interrupt it, first");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a run marked running still has its controller: `Some(true)`
+/// or `Some(false)` when the controller is this machine (its process is
+/// a live benchlab or not), `None` when it is another machine, whose
+/// processes cannot be seen from here (a shared store).
+pub fn controller_alive(run: &benchlab_store::RunRow) -> Option<bool> {
+    if run.controller_host != hostname() {
+        return None;
+    }
+    Some(run.controller_pid.is_some_and(is_live_benchlab))
+}
+
+/// Whether process `pid` of this machine is a benchlab other than this
+/// one (a pid the kernel gave again to another program is not).
+pub fn is_live_benchlab(pid: i64) -> bool {
+    pid as u32 != std::process::id() && process_is_benchlab(pid)
 }
 
 fn process_is_benchlab(pid: i64) -> bool {
@@ -266,6 +371,9 @@ const DEATH_GRACE: Duration = Duration::from_secs(1);
 impl Engine<'_> {
     /// Runs every repetition not yet stored, then puts the hosts back.
     fn execute(mut self) -> Result<Outcome> {
+        if self.ctx.study.design.kind == DesignKind::UntilDecided {
+            return self.execute_until_decided();
+        }
         let plan = Plan::new(self.ctx.study, self.reg, self.opts);
         let todo = self.pending(&plan)?;
         let mut adaptive = AdaptiveState::load(self.ctx.store, self.ctx.run_id, self.reg)?;
@@ -292,6 +400,14 @@ impl Engine<'_> {
             }
         }
         self.finish(failed, stopped)
+    }
+
+    /// Rounds until every comparison is decided (see [`crate::decide`]),
+    /// then puts the hosts back.
+    fn execute_until_decided(mut self) -> Result<Outcome> {
+        let rule = self.rule;
+        let ended = self.until_decided(rule)?;
+        self.finish(ended.failed, ended.stopped)
     }
 
     /// The repetitions a stored run still lacks (all of them for a new
@@ -325,7 +441,7 @@ impl Engine<'_> {
     /// configuration switched to, the measurement, its sample or reason
     /// recorded with the hosts' monitor series, and the agents reset after
     /// a failure.
-    fn repetition(
+    pub(crate) fn repetition(
         &mut self,
         plan: &Plan,
         n: usize,
@@ -412,6 +528,8 @@ impl Engine<'_> {
                 .store
                 .add_monitor(point_id, unit.repetition, host, series)?;
         }
+        self.stacks
+            .record(&mut self.ctx, point_id, unit.repetition)?;
         self.observer.end(&info, &result);
         self.tell();
         let Err(e) = &outcome else {
@@ -486,7 +604,18 @@ impl Engine<'_> {
                         .unwrap_or_default(),
                 };
                 let watching = self.monitors.start(&mut self.ctx, &watch);
+                if let Some(wl) = wl {
+                    let sampled = crate::stacks::Sampled {
+                        wl,
+                        entry,
+                        config,
+                        point,
+                        services: self.svc.leaders(),
+                    };
+                    self.stacks.start(&mut self.ctx, &sampled);
+                }
                 let r = self.run_unit(&unit_spec);
+                self.stacks.stop(&mut self.ctx);
                 monitored = self.monitors.stop(&mut self.ctx, &watching);
                 // A server that went down mid-point fails it with its own
                 // exit reason, whatever the clients saw.
@@ -627,7 +756,7 @@ impl Engine<'_> {
 }
 
 /// What a repetition's end means for the run.
-enum Step {
+pub(crate) enum Step {
     /// The adaptive rule had enough of this point: not run.
     Skipped,
     /// Go on with the next one.
@@ -658,7 +787,8 @@ fn headline(reg: &Registry, kind: &str, params: &benchlab_core::Params, s: &Samp
 /// Adaptive repetitions: per point (configuration, workload, point), the
 /// headline figures of its successful repetitions and how many were run,
 /// loaded from the store so that `--resume` continues the same rule.
-struct AdaptiveState {
+#[derive(Default)]
+pub(crate) struct AdaptiveState {
     points: BTreeMap<(usize, usize, usize), (Vec<f64>, u32)>,
     announced: std::collections::BTreeSet<(usize, usize, usize)>,
 }
@@ -733,7 +863,7 @@ impl AdaptiveState {
     }
 }
 
-fn sleep_interruptibly(d: Duration, interrupt: &AtomicBool) {
+pub(crate) fn sleep_interruptibly(d: Duration, interrupt: &AtomicBool) {
     let until = Instant::now() + d;
     while !interrupt.load(Ordering::Relaxed) {
         let left = until.saturating_duration_since(Instant::now());
@@ -772,6 +902,7 @@ pub fn stored_plan(store: &Store, reg: &Registry, run_id: i64) -> Result<Resolve
 mod tests {
     use super::*;
     use crate::unit::client_jobs;
+    use benchlab_core::decision::{Decided, StopReason};
     use benchlab_core::fake::{FAKE, FAKE_CLIENTS};
     use benchlab_core::ClientShare;
 
@@ -1038,6 +1169,7 @@ fail = true
             interrupt: &interrupt,
             observer: &mut seen,
             restore_first: false,
+            rule: &AfterN(usize::MAX),
         }
         .start(&s, RunOptions::default())
         .unwrap_or_else(|e| panic!("{e:#}"));
@@ -1076,5 +1208,320 @@ fail = true
                 .count(),
             2
         );
+    }
+
+    /// A run of the tests' store through the real agents, under `rule`.
+    fn run_of<'a>(
+        store: &'a mut Store,
+        reg: &'a Registry,
+        interrupt: &'a AtomicBool,
+        observer: &'a mut Recorder,
+        rule: &'a dyn crate::Decider,
+    ) -> Run<'a> {
+        Run {
+            store,
+            registry: reg,
+            interrupt,
+            observer,
+            restore_first: false,
+            rule,
+        }
+    }
+
+    /// `body` with the two hosts of the run tests, whose benchlab is
+    /// [`agent_script`]'s.
+    fn with_agents(agent: &std::path::Path, body: &str) -> String {
+        format!(
+            "{body}\n[[host]]\nname = \"sut\"\nlocal = true\nbenchlab = \"{a}\"\n\n[[host]]\nname = \"generator\"\nlocal = true\nbenchlab = \"{a}\"\n",
+            a = agent.display()
+        )
+    }
+
+    /// A rule for the orchestration tests: a comparison whose sides both
+    /// hold `n` values is decided (better when A's mean is higher,
+    /// equivalent when equal, worse otherwise), any other undecided.
+    struct AfterN(usize);
+
+    impl crate::Decider for AfterN {
+        fn decide(&self, q: &crate::Question<'_>) -> crate::Answer {
+            let (a, b) = (q.sides.a, q.sides.b);
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let adv = (mean(a) - mean(b)) / mean(b) * 100.0;
+            let verdict = if a.len() < self.0 || b.len() < self.0 {
+                Decided::Undecided
+            } else if adv.abs() <= q.margin_pct {
+                Decided::Equivalent
+            } else if adv > 0.0 {
+                Decided::Better
+            } else {
+                Decided::Worse
+            };
+            crate::Answer {
+                verdict,
+                advantage_pct: Some(adv),
+                ci_pct: Some((adv - 1.0, adv + 1.0)),
+                mde_pct: Some(10.0 / a.len().max(1) as f64),
+            }
+        }
+    }
+
+    fn decide_study(agent: &std::path::Path, extra: &str) -> String {
+        let body = format!(
+            r#"
+[study]
+name = "decide"
+description = "rounds until decided, through real agent processes"
+design = "until-decided"
+order = "interleaved"
+max_repetitions = 5
+{extra}
+
+[defaults]
+repetitions = 2
+quiesce_s = 0
+
+[[configuration]]
+name = "a"
+
+[[configuration]]
+name = "b"
+set = {{ value = 110 }}
+
+[[workload]]
+name = "w"
+kind = "fake"
+size = [1, 2]
+step = 0
+"#
+        );
+        with_agents(agent, &body)
+    }
+
+    fn reps_per_point(store: &Store, run_id: i64) -> BTreeMap<(usize, usize), usize> {
+        let points = store.points(run_id).expect("points");
+        let mut n = BTreeMap::new();
+        for s in store.samples(run_id).expect("samples") {
+            let p = points.iter().find(|p| p.id == s.point_id).expect("point");
+            *n.entry((p.config_idx, p.point_idx)).or_default() += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn rounds_run_until_every_comparison_is_decided_then_stop() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let agent = agent_script(dir.path());
+        let reg = registry();
+        let s = study(&reg, &decide_study(&agent, ""));
+        let mut store = Store::open(&dir.path().join("d.db")).expect("store");
+        let interrupt = AtomicBool::new(false);
+        let mut seen = Recorder::default();
+        let outcome = run_of(&mut store, &reg, &interrupt, &mut seen, &AfterN(3))
+            .start(&s, RunOptions::default())
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(outcome.failed, 0);
+        // Three rounds decide every comparison: no point runs a fourth,
+        // though max_repetitions allows five and the fixed design two.
+        let reps = reps_per_point(&store, outcome.run_id);
+        assert!(reps.values().all(|&n| n == 3), "{reps:?}");
+        let d = store.decisions(outcome.run_id).expect("decisions");
+        // 2 points × 2 metrics, b against a.
+        assert_eq!(d.len(), 4, "{d:?}");
+        for x in &d {
+            assert_eq!(
+                (x.config, x.repetitions, x.margin_pct),
+                (1, 3, 2.0),
+                "{x:?}"
+            );
+            // b's score is 10 % higher; its latency the same.
+            let want = if x.metric == "score" {
+                Decided::Better
+            } else {
+                Decided::Equivalent
+            };
+            assert_eq!(x.verdict, want, "{x:?}");
+            assert_eq!(x.mde_pct, None, "a decided comparison has no MDE");
+        }
+        let sum = store
+            .design_summary(outcome.run_id)
+            .expect("summary")
+            .expect("stored");
+        assert_eq!(
+            (sum.comparisons, sum.decided, sum.rounds, sum.repetitions),
+            (4, 4, 3, 12)
+        );
+        assert_eq!(sum.stop, StopReason::AllDecided);
+        assert_eq!(sum.fixed_repetitions, 8);
+        // Nothing is left to decide: --until-decided refuses, naming why.
+        let e = run_of(
+            &mut store,
+            &reg,
+            &interrupt,
+            &mut Recorder::default(),
+            &AfterN(3),
+        )
+        .until_decided(outcome.run_id, None)
+        .expect_err("nothing to decide");
+        assert!(
+            e.to_string()
+                .contains("has no undecided point: all 4 comparison(s) are decided"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_budget_spent_leaves_comparisons_undecided_and_until_decided_continues() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let agent = agent_script(dir.path());
+        let reg = registry();
+        let s = study(&reg, &decide_study(&agent, ""));
+        let mut store = Store::open(&dir.path().join("d.db")).expect("store");
+        let interrupt = AtomicBool::new(false);
+        // A rule that never decides: every point runs max_repetitions.
+        let outcome = run_of(
+            &mut store,
+            &reg,
+            &interrupt,
+            &mut Recorder::default(),
+            &AfterN(usize::MAX),
+        )
+        .start(&s, RunOptions::default())
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        let reps = reps_per_point(&store, outcome.run_id);
+        assert!(reps.values().all(|&n| n == 5), "{reps:?}");
+        let d = store.decisions(outcome.run_id).expect("decisions");
+        assert!(
+            d.iter()
+                .all(|x| x.verdict == Decided::Undecided && x.mde_pct == Some(2.0)),
+            "{d:?}"
+        );
+        let sum = store.design_summary(outcome.run_id).unwrap().unwrap();
+        assert_eq!((sum.decided, sum.stop), (0, StopReason::MaxRepetitions));
+        // At the cap, more rounds would leave the rule's error control.
+        let e = run_of(
+            &mut store,
+            &reg,
+            &interrupt,
+            &mut Recorder::default(),
+            &AfterN(usize::MAX),
+        )
+        .until_decided(outcome.run_id, None)
+        .expect_err("at the cap");
+        assert!(
+            e.to_string().contains("reached their cap of 5 repetitions"),
+            "{e}"
+        );
+
+        // A fixed-design run of the same study: --until-decided adds
+        // rounds to it, from its two repetitions, until decided.
+        let fixed = study(
+            &reg,
+            &decide_study(&agent, "").replace("design = \"until-decided\"", "design = \"fixed\""),
+        );
+        let first = run_of(
+            &mut store,
+            &reg,
+            &interrupt,
+            &mut Recorder::default(),
+            &AfterN(4),
+        )
+        .start(&fixed, RunOptions::default())
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(reps_per_point(&store, first.run_id)
+            .values()
+            .all(|&n| n == 2));
+        assert!(store.decisions(first.run_id).unwrap().is_empty());
+        let more = run_of(
+            &mut store,
+            &reg,
+            &interrupt,
+            &mut Recorder::default(),
+            &AfterN(4),
+        )
+        .until_decided(first.run_id, None)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(more.run_id, first.run_id);
+        assert!(reps_per_point(&store, first.run_id)
+            .values()
+            .all(|&n| n == 4));
+        let d = store.decisions(first.run_id).unwrap();
+        assert!(
+            d.iter()
+                .all(|x| x.verdict.is_decided() && x.repetitions == 4),
+            "{d:?}"
+        );
+        assert_eq!(
+            store.run(first.run_id).unwrap().status,
+            RunStatus::Completed
+        );
+    }
+
+    /// Issue 36: a planted difference — the fake system with 3 % noise,
+    /// 5 % faster in one configuration — is called better by benchlab's
+    /// own sequential rule in each of three runs (three noise seeds),
+    /// with the interval containing +5 %; the A/A control goes through
+    /// the same rule.
+    #[test]
+    fn a_planted_five_percent_is_called_better_in_three_runs_of_three() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let agent = agent_script(dir.path());
+        let reg = registry();
+        let mut store = Store::open(&dir.path().join("planted.db")).expect("store");
+        let interrupt = AtomicBool::new(false);
+        for seed in 1..=3 {
+            let text = format!(
+                r#"
+[study]
+name = "planted"
+design = "until-decided"
+control = true
+max_repetitions = 60
+
+[defaults]
+quiesce_s = 0
+
+[[configuration]]
+name = "base"
+
+[[configuration]]
+name = "plus5"
+set = {{ value = 105 }}
+
+[[workload]]
+kind = "fake"
+noise = 0.03
+step = 0
+seed = {seed}
+"#
+            );
+            let s = study(&reg, &with_agents(&agent, &text));
+            let outcome = run_of(
+                &mut store,
+                &reg,
+                &interrupt,
+                &mut Recorder::default(),
+                &crate::Sequential::default(),
+            )
+            .start(&s, RunOptions::default())
+            .unwrap_or_else(|e| panic!("{e:#}"));
+            let d = store.decisions(outcome.run_id).expect("decisions");
+            let score = d
+                .iter()
+                .find(|x| x.config == 1 && x.metric == "score")
+                .expect("plus5's score");
+            assert_eq!(score.verdict, Decided::Better, "seed {seed}: {score:?}");
+            let (lo, hi) = (score.ci_lo_pct.unwrap(), score.ci_hi_pct.unwrap());
+            assert!(lo > 2.0 && lo <= 5.0 && hi >= 5.0, "seed {seed}: {score:?}");
+            assert!(
+                score.repetitions >= 2 && score.repetitions < 60,
+                "{score:?}"
+            );
+            // The control's comparisons were put to the same rule.
+            assert_eq!(
+                d.iter().filter(|x| x.config == 2).count(),
+                2,
+                "seed {seed}: {d:?}"
+            );
+        }
     }
 }

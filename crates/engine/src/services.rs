@@ -228,6 +228,8 @@ struct Running {
     prepared: Option<((usize, usize), Vec<PathBuf>)>,
     /// Its grace between SIGTERM and SIGKILL (s).
     stop_timeout_s: f64,
+    /// Its process group (its leader's pid), on its host.
+    pgid: i32,
 }
 
 /// Where a point's clients find a service, and what it used.
@@ -248,6 +250,15 @@ pub(crate) struct Services {
 }
 
 impl Services {
+    /// Each running managed service: its name, host and process group
+    /// leader (the root of its side in a call-stack profile).
+    pub(crate) fn leaders(&self) -> Vec<(String, String, i32)> {
+        self.running
+            .iter()
+            .map(|(name, r)| (name.clone(), r.host.clone(), r.pgid))
+            .collect()
+    }
+
     /// Makes the services of a point ready: those of another configuration
     /// stopped, missing or dead ones started, `restart = "point"` ones
     /// restarted for a new point, and the workload's content put in place.
@@ -437,6 +448,7 @@ impl Services {
                     restart_per_point,
                     prepared: None,
                     stop_timeout_s: plan.spec.stop_timeout_s,
+                    pgid: description.pgid,
                 })
             }
             Ok(Response::Error { message, .. }) => Err(message),

@@ -15,6 +15,7 @@
 
 pub mod journal;
 pub mod load;
+pub mod pool;
 pub mod profile;
 pub mod session;
 pub mod shield;

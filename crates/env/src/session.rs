@@ -554,10 +554,21 @@ fn undo_report(setting: String, e: &journal::Entry) -> ChangeReport {
     }
 }
 
-/// Undoes every journal left in `dir` (newest entry first, across all
-/// journals), removes the journals, and says what was done.
+/// Undoes every journal left in `dir` by a run that is over (newest
+/// entry first, across all journals), removes the journals, and says what
+/// was done. Journals of runs in progress (their lock held, after
+/// [`journal::DYING_GRACE`] for a run that has just died) are theirs to
+/// undo and left alone: [`journal::live`] names them.
 pub fn restore_all(dir: &Path) -> Result<Vec<ChangeReport>, EnvError> {
-    let files: Vec<PathBuf> = journal::pending(dir);
+    journal::settle(dir, journal::DYING_GRACE);
+    // Each journal claimed (locked) until it is removed: a run starting
+    // meanwhile, or a second restore, does not see it unlocked.
+    let claimed: Vec<(PathBuf, journal::Claim)> = journal::pending(dir)
+        .into_iter()
+        .filter_map(|p| journal::claim_pending(&p, journal::DYING_GRACE).map(|f| (p, f)))
+        .collect();
+    journal::sweep_unnamed(dir);
+    let files: Vec<PathBuf> = claimed.iter().map(|(p, _)| p.clone()).collect();
     let mut entries = Vec::new();
     for f in &files {
         entries.extend(journal::read(f)?);
@@ -571,5 +582,6 @@ pub fn restore_all(dir: &Path) -> Result<Vec<ChangeReport>, EnvError> {
     for f in &files {
         std::fs::remove_file(f).map_err(|e| EnvError::io(format!("remove {}", f.display()), e))?;
     }
+    drop(claimed);
     Ok(reports)
 }

@@ -254,6 +254,7 @@ pub fn undo(entry: &Entry) -> Result<String, String> {
                 put_back()
             }
         }
+        Change::PoolPages { path, pages } => crate::pool::undo(path, *pages),
         Change::Service { name } => {
             run("systemctl", &["start", name])?;
             Ok(format!("started {name} again"))
@@ -279,7 +280,16 @@ pub fn undo(entry: &Entry) -> Result<String, String> {
             if !Path::new(path).exists() {
                 return Ok("already removed".into());
             }
-            let tasks = format!("{path}/tasks");
+            // cgroup v1 lists a cgroup's threads in `tasks`; v2 (a guest's
+            // unified hierarchy) has no such file and lists its processes
+            // in `cgroup.procs`. Reading a missing `tasks` found nothing
+            // to move, and the shield's processes kept v2's rmdir busy.
+            let v1 = format!("{path}/tasks");
+            let tasks = if Path::new(&v1).exists() {
+                v1
+            } else {
+                format!("{path}/cgroup.procs")
+            };
             // A few rounds: a task may fork while we move its siblings.
             for _ in 0..5 {
                 let (_, stuck) = move_tasks(&tasks, parent_tasks);

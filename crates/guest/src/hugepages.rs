@@ -2,19 +2,20 @@
 //! before anything starts, not guessed from /proc/meminfo (free memory
 //! may be too fragmented for 2 MiB pages, or held by other pools).
 
-use std::fs;
 use std::path::Path;
 
-use benchlab_env::journal::{Change, Journal};
+use benchlab_env::journal::Journal;
+use benchlab_env::pool;
 
 use crate::GuestError;
 
 /// The kernel's pool of default-size (2 MiB) huge pages.
 pub const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
-/// The pool's size now.
-pub(crate) fn pool() -> Result<u64, GuestError> {
-    let text = fs::read_to_string(NR_HUGEPAGES)
+/// The pool's size now (the tests' check that it is back).
+#[cfg(test)]
+fn pool() -> Result<u64, GuestError> {
+    let text = std::fs::read_to_string(NR_HUGEPAGES)
         .map_err(|e| GuestError::Io(format!("reading {NR_HUGEPAGES}: {e}")))?;
     text.trim()
         .parse()
@@ -23,44 +24,43 @@ pub(crate) fn pool() -> Result<u64, GuestError> {
 
 /// Asks the kernel for `need` huge pages more than its pool holds, the
 /// way a guest's boot does, reads back how many it granted, and gives
-/// them back at once. The change is journaled (in `journal_dir`) before
-/// it is made, so that a controller killed in between leaves it for
-/// `benchlab restore`. Returns the pages granted (at most `need`).
+/// them back at once, each step under the host's pool lock and journaled
+/// as a number of pages (in `journal_dir`), so that a controller killed
+/// in between leaves it for `benchlab restore` and a run beside this one
+/// keeps its own pages. Returns the pages granted (at most `need`).
 pub fn probe(need: u64, journal_dir: &Path) -> Result<u64, GuestError> {
     if need == 0 {
         return Ok(0);
     }
-    let before = pool()?;
     let mut journal = Journal::create(journal_dir, "guest-hugepages-probe", None)?;
-    journal.record(
-        "guest huge pages probe (vm.nr_hugepages)",
-        Change::File {
-            path: NR_HUGEPAGES.into(),
-            before: before.to_string(),
-        },
-    )?;
-    if let Err(e) = fs::write(NR_HUGEPAGES, (before + need).to_string()) {
-        // Refused as a whole (no permission, no hugetlb): nothing changed.
-        journal.finish()?;
-        return Err(GuestError::Io(format!("writing {NR_HUGEPAGES}: {e}")));
-    }
-    let granted = pool().map(|now| now.saturating_sub(before).min(need));
-    // What was granted goes back now. The pool is read again just before
-    // (another program may have changed it meanwhile) and only our pages
-    // are taken off it; the journal stays, for `benchlab restore`, only
-    // if that fails.
-    give_back(*granted.as_ref().unwrap_or(&need))?;
+    let setting = "guest huge pages probe (vm.nr_hugepages)";
+    let granted = match pool::add(NR_HUGEPAGES, need, &mut journal, setting) {
+        Ok(g) => g,
+        Err(e) => {
+            // Refused as a whole (no permission, no hugetlb): nothing
+            // changed, and the journal says so.
+            journal.finish()?;
+            return Err(GuestError::Io(format!("{NR_HUGEPAGES}: {e}")));
+        }
+    };
+    // The journal stays, for `benchlab restore`, only if this fails.
+    give_back(granted, &mut journal, setting)?;
     journal.finish()?;
-    granted
+    Ok(granted)
 }
 
-/// Takes `n` pages off the pool as it is now, not back to a size read
-/// earlier: another guest may have reserved pages since.
-pub(crate) fn give_back(n: u64) -> Result<(), GuestError> {
-    let rest = pool()?.saturating_sub(n);
-    fs::write(NR_HUGEPAGES, rest.to_string()).map_err(|e| {
+/// Adds `n` pages to the pool for a guest (journaled in `journal` as a
+/// number of pages, under the pool lock); the pages granted.
+pub(crate) fn reserve(n: u64, journal: &mut Journal, setting: &str) -> Result<u64, GuestError> {
+    Ok(pool::add(NR_HUGEPAGES, n, journal, setting)?)
+}
+
+/// Takes `n` pages this run added off the pool as it is now, not back to
+/// a size read earlier: another guest may have reserved pages since.
+pub(crate) fn give_back(n: u64, journal: &mut Journal, setting: &str) -> Result<(), GuestError> {
+    pool::take_back(NR_HUGEPAGES, n, journal, setting).map_err(|e| {
         GuestError::Io(format!(
-            "giving huge pages back ({NR_HUGEPAGES} = {rest}): {e}; `benchlab restore` puts it back"
+            "giving {n} huge pages back: {e}; `benchlab restore` takes them off"
         ))
     })
 }

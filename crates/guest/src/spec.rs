@@ -143,6 +143,7 @@ mod tests {
                     ip: "10.0.0.2/24".into(),
                 },
                 accel: Accel::Tcg,
+                kernel: None,
             },
         }
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use benchlab_env::journal::{Change, Journal};
 
 use crate::accel;
-use crate::hugepages::{self, NR_HUGEPAGES};
+use crate::hugepages;
 use crate::kernel::Kernel;
 use crate::mux::Mux;
 use crate::qmp::Qmp;
@@ -92,9 +92,12 @@ impl Guest {
         if let Err(e) = crate::qemu_path() {
             problems.push(format!("host `{}`: {e}", spec.name));
         }
-        match Kernel::find() {
-            Ok(_) => {}
-            Err(e) => problems.push(format!("host `{}`: {e}", spec.name)),
+        match (Kernel::ensure(spec.kernel.as_deref()), &spec.kernel) {
+            (Ok(_), _) => {}
+            (Err(e), None) => problems.push(format!("host `{}`: {e}", spec.name)),
+            (Err(e), Some(k)) => {
+                problems.push(format!("host `{}`: guest.kernel = \"{k}\": {e}", spec.name))
+            }
         }
         if !Path::new(initramfs::BUSYBOX).is_file() {
             problems.push(format!(
@@ -118,7 +121,7 @@ impl Guest {
             return Err(GuestError::Refused(problems.join("; ")));
         }
         let qemu = crate::qemu_path()?;
-        let kernel = Kernel::find()?;
+        let kernel = Kernel::ensure(spec.kernel.as_deref())?;
         let initrd = initramfs::cached(&kernel)?;
         let (accel, emulated) = accel::resolve(spec.accel, &spec.name)?;
         let exe = std::env::current_exe().map_err(io("cannot find the benchlab binary"))?;
@@ -327,11 +330,22 @@ impl Guest {
             .map_err(|e| g.boot_error(e))?;
         let ready = mux.wait_ready(deadline).map_err(|e| g.boot_error(e))?;
         g.facts.boot_s = started.elapsed().as_secs_f64();
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&ready) {
-            if let Some(k) = v["kernel"].as_str() {
-                g.facts.kernel = k.to_string();
-            }
+        // The release the guest's own kernel reports (`uname -r` inside):
+        // a guest running anything but what was asked is refused, so a
+        // comparison of kernels never compares the wrong ones.
+        let running = serde_json::from_slice::<serde_json::Value>(&ready)
+            .ok()
+            .and_then(|v| v["kernel"].as_str().map(str::to_string));
+        if running.as_deref() != Some(kernel.release.as_str()) {
+            return Err(GuestError::Refused(format!(
+                "host `{}`: guest.kernel: the guest runs kernel {}, not the {} it was given ({})",
+                spec.name,
+                running.as_deref().unwrap_or("(it did not say)"),
+                kernel.release,
+                kernel.image.display()
+            )));
         }
+        g.facts.kernel = kernel.release.clone();
         g._mux = Some(mux);
         Ok(g)
     }
@@ -354,24 +368,18 @@ impl Guest {
     }
 
     fn reserve_hugepages(&mut self, n: u64) -> Result<(), GuestError> {
-        let before = hugepages::pool()?;
-        self.record(
-            &format!("guest {} huge pages (vm.nr_hugepages)", self.spec.name),
-            Change::File {
-                path: NR_HUGEPAGES.into(),
-                before: before.to_string(),
-            },
-        )?;
-        fs::write(NR_HUGEPAGES, (before + n).to_string()).map_err(io(NR_HUGEPAGES))?;
-        self.hugepages = n;
-        let now = hugepages::pool().unwrap_or(0);
-        if now < before + n {
+        let setting = format!("guest {} huge pages (vm.nr_hugepages)", self.spec.name);
+        let journal = self.journal.as_mut().expect("journal open while booting");
+        let granted = hugepages::reserve(n, journal, &setting)?;
+        // What this guest holds, given back at teardown (a shortfall too).
+        self.hugepages = granted;
+        if granted < n {
             return Err(GuestError::Refused(format!(
                 "host `{}`: guest.hugepages = true needs {n} huge pages of {} MiB ({} MiB); the kernel reserved only {} (free memory too short or fragmented): lower guest.memory or set hugepages = false",
                 self.spec.name,
                 HUGEPAGE_KIB / 1024,
                 self.spec.memory_mib,
-                now.saturating_sub(before)
+                granted
             )));
         }
         Ok(())
@@ -490,19 +498,21 @@ impl Guest {
             }
         }
         self._mux = None;
-        let Some(journal) = self.journal.take() else {
+        let Some(mut journal) = self.journal.take() else {
             return failed;
         };
+        // Huge pages go back by this guest's share only (under the pool
+        // lock): another guest may hold pages reserved since.
+        if self.hugepages > 0 {
+            let setting = format!("guest {} huge pages (vm.nr_hugepages)", self.spec.name);
+            match hugepages::give_back(self.hugepages, &mut journal, &setting) {
+                Ok(()) => self.hugepages = 0,
+                Err(e) => failed.push(format!("{setting}: {e}")),
+            }
+        }
         for entry in journal.entries().iter().rev() {
-            // Huge pages go back by this guest's share only: another guest
-            // may hold pages reserved after this one's `before`.
-            if let Change::File { path, .. } = &entry.change {
-                if path == NR_HUGEPAGES && self.hugepages > 0 {
-                    if let Err(e) = hugepages::give_back(self.hugepages) {
-                        failed.push(format!("{}: {e}", entry.setting));
-                    }
-                    continue;
-                }
+            if matches!(entry.change, Change::PoolPages { .. }) {
+                continue;
             }
             if let Err(e) = benchlab_env::sys::undo(entry) {
                 failed.push(format!("{}: {e}", entry.setting));

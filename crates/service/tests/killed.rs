@@ -85,6 +85,9 @@ fn starter(d: &Dirs, pause: Option<&str>, line: &str) -> Child {
 /// The process groups journaled so far.
 fn journaled_groups(d: &Dirs) -> Vec<i32> {
     let mut out = Vec::new();
+    // The starter's forked child may hold the journal's lock a moment
+    // after the starter died.
+    journal::settle(d.journal.path(), journal::DYING_GRACE);
     for f in journal::pending(d.journal.path()) {
         for e in journal::read(&f).unwrap() {
             if let Change::ProcessGroup { pgid, .. } = e.change {

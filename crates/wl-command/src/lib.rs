@@ -155,6 +155,12 @@ const INLINE_PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Unset,
         help: "a sweepable word for {arg}",
     },
+    ParamSpec {
+        name: "build",
+        kind: ParamKind::Text,
+        default: ParamDefault::Unset,
+        help: "a directory for {build}: the build of the version under test, which `benchlab bisect --repo` sets per configuration",
+    },
 ];
 
 /// A command workload: the inline `command` kinds, or a tool file's.

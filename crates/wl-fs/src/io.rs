@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use benchlab_core::cost::LoopCost;
+use benchlab_core::sys;
 use benchlab_core::WorkloadError;
 
 use crate::pattern::{geometry, permutation, stride_next, Pattern};
@@ -305,28 +306,35 @@ fn rate(bytes: u64, elapsed_s: f64) -> f64 {
 /// `read()` of exactly `buf.len()` bytes; a short read is an error (the
 /// file is never shorter than the records IOzone reads).
 ///
-/// Both this and [`write_full`] enter the kernel through
-/// `syscall(SYS_read / SYS_write)`, not glibc's `read()`/`write()`: those
-/// are pthread cancellation points, and in a process with more than one
-/// thread (an agent is one) glibc brackets each call with
-/// `__pthread_enable_asynccancel` / `__pthread_disable_asynccancel`, two
-/// atomic read-modify-writes that single-threaded IOzone and the limit
-/// program never pay. benchlab never cancels threads. `bench/per-op`
-/// (callgrind, user-space instructions per record over the nine patterns)
-/// went from 83.4 to 41.1 with this (the limit program: 32.9).
+/// Both this and [`write_full`] (and [`seek`]) make their system call
+/// inline (`benchlab_core::sys`), not through glibc's `read()`/`write()`:
+/// those are pthread cancellation points, and in a process with more than
+/// one thread (an agent is one) glibc brackets each call with two atomic
+/// read-modify-writes that single-threaded IOzone and the limit program
+/// never pay. `bench/per-op` (callgrind, user-space instructions per
+/// record over the nine patterns) went from 83.4 to 41.1 with libc's
+/// `syscall()` (the limit program: 32.9); the figures of the inline call
+/// are in bench/README.md.
 #[inline(always)]
 fn read_full(fd: libc::c_int, buf: &mut [u8]) -> std::io::Result<()> {
-    // SAFETY: buf is valid for writes of its length.
-    let n = unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) } as isize;
-    if n == buf.len() as isize {
+    let r = sys::read(fd, buf);
+    if r.is(buf.len()) {
         Ok(())
-    } else if n < 0 {
-        Err(last_err())
     } else {
-        Err(std::io::Error::new(
+        Err(read_failed(r, buf.len()))
+    }
+}
+
+/// The error of a read that did not return the whole record.
+#[cold]
+#[inline(never)]
+fn read_failed(r: sys::Ret, want: usize) -> std::io::Error {
+    match r.result() {
+        Ok(n) => std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
-            format!("short read: {n} of {} bytes", buf.len()),
-        ))
+            format!("short read: {n} of {want} bytes"),
+        ),
+        Err(e) => e,
     }
 }
 
@@ -334,24 +342,32 @@ fn read_full(fd: libc::c_int, buf: &mut [u8]) -> std::io::Result<()> {
 /// (IOzone: "Short write"), which is how a full file system shows first.
 #[inline(always)]
 fn write_full(fd: libc::c_int, buf: &[u8]) -> std::io::Result<()> {
-    // SAFETY: buf is valid for reads of its length.
-    let n = unsafe { libc::syscall(libc::SYS_write, fd, buf.as_ptr(), buf.len()) } as isize;
-    if n == buf.len() as isize {
+    let r = sys::write(fd, buf);
+    if r.is(buf.len()) {
         Ok(())
-    } else if n < 0 {
-        Err(last_err())
     } else {
-        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        Err(write_failed(r))
+    }
+}
+
+/// The error of a write that did not take the whole record.
+#[cold]
+#[inline(never)]
+fn write_failed(r: sys::Ret) -> std::io::Error {
+    match r.result() {
+        Ok(_) => std::io::Error::from_raw_os_error(libc::ENOSPC),
+        Err(e) => e,
     }
 }
 
 #[inline(always)]
 fn seek(fd: libc::c_int, off: i64, whence: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: plain syscall.
-    if unsafe { libc::lseek(fd, off, whence) } < 0 {
-        return Err(last_err());
+    let r = sys::lseek(fd, off, whence);
+    if r.failed() {
+        Err(r.error())
+    } else {
+        Ok(())
     }
-    Ok(())
 }
 
 /// Runs one cell: every selected pattern in IOzone's order, then the
@@ -514,8 +530,11 @@ fn write_pass(
     let cost = LoopCost::start();
     for i in 0..n {
         stamp(b, i * rec);
-        write_full(fd.0, b)
-            .map_err(|e| io_err(&format!("write: record at offset {} of", i * rec), path, e))?;
+        // `move`: the error path gets `i` by value, so that the loop
+        // keeps it in a register instead of storing it for a reference.
+        write_full(fd.0, b).map_err(move |e| {
+            io_err(&format!("write: record at offset {} of", i * rec), path, e)
+        })?;
     }
     cost.end("fs.matrix write", n);
     let elapsed = finish_fd(spec, fd, t0, what)?;
@@ -538,7 +557,7 @@ fn rewrite_pass(
     let cost = LoopCost::start();
     for i in 0..n {
         stamp(b, i * rec);
-        write_full(fd.0, b).map_err(|e| {
+        write_full(fd.0, b).map_err(move |e| {
             io_err(
                 &format!("rewrite: record at offset {} of", i * rec),
                 path,
@@ -674,7 +693,7 @@ fn random_pass(
             seek(fd.0, off as i64, libc::SEEK_SET)
                 .map_err(|e| io_err("random write: lseek", path, e))?;
             stamp(b, off);
-            write_full(fd.0, b).map_err(|e| {
+            write_full(fd.0, b).map_err(move |e| {
                 io_err(&format!("random write: record at offset {off} of"), path, e)
             })?;
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use benchlab_core::cost::LoopCost;
 use benchlab_core::cpu::CpuSnapshot;
+use benchlab_core::sys;
 use benchlab_core::{ServerCtx, SideResult, WorkloadError, ABORT_POLL};
 use socket2::Socket;
 
@@ -19,8 +20,8 @@ use super::sock::{
     await_client, bind_server, connect, set_nodelay, set_timeouts, Bufs, ACCEPT_TIMEOUT,
 };
 use super::sysio::{
-    check_abort, is_enobufs, marker_len, recv_exact, retry_or_fail, send_all, sys_recv, sys_send,
-    tcp_drain, udp_end_markers,
+    check_abort, is_enobufs, marker_len, recv_exact, retry_or_fail, send_all, send_ret, sys_recv,
+    sys_send, tcp_drain, udp_end_markers,
 };
 use super::timer::{Idle, Timer, Wake, Watch, PAD_TIME, UDP_LOSS_TIMEOUT};
 
@@ -157,15 +158,16 @@ impl Exchanger {
     /// length is handled out of line.
     #[inline(always)]
     pub(crate) fn exchange_udp(&mut self) -> Result<Outcome, WorkloadError> {
-        if let Err(e) = sys_send(self.fd, &self.req) {
-            self.resend(e)?;
+        let sent = send_ret(self.fd, &self.req);
+        if sent.failed() {
+            self.resend(sent.error())?;
         }
-        match sys_recv(self.fd, &mut self.rsp, libc::MSG_TRUNC) {
-            Ok(n) if n == self.rsp.len() => {
-                self.udp_round_done();
-                Ok(Outcome::Done)
-            }
-            first => self.await_reply(first),
+        let got = sys::recv(self.fd, &mut self.rsp, libc::MSG_TRUNC);
+        if got.is(self.rsp.len()) {
+            self.udp_round_done();
+            Ok(Outcome::Done)
+        } else {
+            self.await_reply(got.result())
         }
     }
 
@@ -405,10 +407,9 @@ impl Responder<'_> {
                     if !self.next_datagram()? {
                         return Ok((n, true));
                     }
-                    if let Err(e) = sys_send(self.fd, &self.rsp) {
-                        if !self.respond_failed(e)? {
-                            return Ok((n, true));
-                        }
+                    let sent = send_ret(self.fd, &self.rsp);
+                    if sent.failed() && !self.respond_failed(sent.error())? {
+                        return Ok((n, true));
                     }
                     n += 1;
                     // For the silence rule. `n` starts again at 0 in the
@@ -434,9 +435,11 @@ impl Responder<'_> {
     /// another length) or after [`PAD_TIME`] of silence.
     #[inline(always)]
     fn next_datagram(&mut self) -> Result<bool, WorkloadError> {
-        match sys_recv(self.fd, &mut self.req, libc::MSG_TRUNC) {
-            Ok(n) => Ok(n == self.req.len()),
-            Err(e) => self.await_datagram(e),
+        let got = sys::recv(self.fd, &mut self.req, libc::MSG_TRUNC);
+        if got.failed() {
+            self.await_datagram(got.error())
+        } else {
+            Ok(got.is(self.req.len()))
         }
     }
 

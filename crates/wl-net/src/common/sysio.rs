@@ -2,17 +2,17 @@
 //! vanished peer is an error and not SIGPIPE, and flags (MSG_WAITALL,
 //! MSG_TRUNC) that std does not expose.
 //!
-//! They enter the kernel through `syscall(SYS_sendto / SYS_recvfrom)`, not
-//! glibc's `send()`/`recv()`. Those two are pthread cancellation points: in
-//! a process with more than one thread (an agent always has the timer
-//! thread) glibc brackets every call with `__pthread_enable_asynccancel` /
-//! `__pthread_disable_asynccancel`, two atomic read-modify-writes that a
-//! single-threaded netperf or sfnt-pingpong never pays. benchlab never
-//! cancels threads, so it gives nothing up. Measured with `bench/per-op`
-//! (callgrind, user-space instructions per operation, both ends, together
-//! with the pingpong clock change): net.pingpong 32 B TCP 648 -> 383 and UDP
-//! 591 -> 347 per round trip; net.stream 65507 B 119 -> 54 and 1024 B
-//! 84 -> 38 per message.
+//! They enter the kernel with the `syscall` instruction itself
+//! (`benchlab_core::sys`), not through glibc's `send()`/`recv()`. Those
+//! two are pthread cancellation points: in a process with more than one
+//! thread (an agent always has the timer thread) glibc brackets every call
+//! with `__pthread_enable_asynccancel` / `__pthread_disable_asynccancel`,
+//! two atomic read-modify-writes that a single-threaded netperf or
+//! sfnt-pingpong never pays. benchlab never cancels threads, so it gives
+//! nothing up. Measured with `bench/per-op` (callgrind, user-space
+//! instructions per operation, both ends, together with the pingpong clock
+//! change): net.pingpong 32 B TCP 648 -> 383 and UDP 591 -> 347 per round
+//! trip; net.stream 65507 B 119 -> 54 and 1024 B 84 -> 38 per message.
 
 use std::io;
 use std::net::Shutdown;
@@ -20,6 +20,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use benchlab_core::sys;
 use benchlab_core::WorkloadError;
 use socket2::Socket;
 
@@ -30,52 +31,26 @@ use super::sock::io_err;
 /// while, but a receiver that never closes must not hang the point.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `send(fd, buf, MSG_NOSIGNAL)`.
-#[inline]
+/// `send(fd, buf, MSG_NOSIGNAL)`, made inline (`benchlab_core::sys`).
+#[inline(always)]
 pub(crate) fn sys_send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for reads of `buf.len()` bytes during the call;
-    // sendto with a null address and length 0 is send().
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_sendto,
-            fd,
-            buf.as_ptr(),
-            buf.len(),
-            libc::MSG_NOSIGNAL,
-            std::ptr::null::<libc::sockaddr>(),
-            0 as libc::socklen_t,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    send_ret(fd, buf).result()
 }
 
-/// `recv(fd, buf, flags)`. With `MSG_TRUNC` on a datagram socket the result
-/// is the datagram's full length even when `buf` is shorter.
-#[inline]
+/// [`sys_send`] as the kernel returned it, for the measured loops: they
+/// compare it with what they sent and build an error only when it differs
+/// (see [`sys::Ret`]).
+#[inline(always)]
+pub(crate) fn send_ret(fd: RawFd, buf: &[u8]) -> sys::Ret {
+    sys::send(fd, buf, libc::MSG_NOSIGNAL)
+}
+
+/// `recv(fd, buf, flags)`, made inline. With `MSG_TRUNC` on a datagram
+/// socket the result is the datagram's full length even when `buf` is
+/// shorter.
+#[inline(always)]
 pub(crate) fn sys_recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call;
-    // recvfrom with null address pointers is recv() (see above for why not
-    // glibc's recv()).
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            fd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            flags,
-            std::ptr::null_mut::<libc::sockaddr>(),
-            std::ptr::null_mut::<libc::socklen_t>(),
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    sys::recv(fd, buf, flags).result()
 }
 
 /// Whether an error only means "woke up without progress": a socket
@@ -138,9 +113,11 @@ pub(crate) fn send_all(
     abort: &AtomicBool,
     what: &'static str,
 ) -> Result<(), WorkloadError> {
-    match sys_send(fd, buf) {
-        Ok(n) if n == buf.len() => Ok(()),
-        first => send_rest(fd, buf, first, abort, what),
+    let r = send_ret(fd, buf);
+    if r.is(buf.len()) {
+        Ok(())
+    } else {
+        send_rest(fd, buf, r, abort, what)
     }
 }
 
@@ -150,11 +127,11 @@ pub(crate) fn send_all(
 fn send_rest(
     fd: RawFd,
     buf: &[u8],
-    first: io::Result<usize>,
+    first: sys::Ret,
     abort: &AtomicBool,
     what: &'static str,
 ) -> Result<(), WorkloadError> {
-    let mut off = match first {
+    let mut off = match first.result() {
         Ok(n) => n,
         Err(e) => {
             retry_or_fail(e, abort, what)?;
@@ -183,9 +160,11 @@ pub(crate) fn recv_exact(
     abort: &AtomicBool,
     what: &'static str,
 ) -> Result<bool, WorkloadError> {
-    match sys_recv(fd, buf, libc::MSG_WAITALL) {
-        Ok(n) if n == buf.len() && n > 0 => Ok(true),
-        first => recv_rest(fd, buf, first, abort, what),
+    let r = sys::recv(fd, buf, libc::MSG_WAITALL);
+    if r.is(buf.len()) && !buf.is_empty() {
+        Ok(true)
+    } else {
+        recv_rest(fd, buf, r, abort, what)
     }
 }
 
@@ -195,12 +174,12 @@ pub(crate) fn recv_exact(
 fn recv_rest(
     fd: RawFd,
     buf: &mut [u8],
-    first: io::Result<usize>,
+    first: sys::Ret,
     abort: &AtomicBool,
     what: &'static str,
 ) -> Result<bool, WorkloadError> {
     let mut off = 0;
-    let mut next = first;
+    let mut next = first.result();
     loop {
         match next {
             Ok(0) if off == 0 && !buf.is_empty() => return Ok(false),
