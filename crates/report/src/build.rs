@@ -3,7 +3,9 @@
 
 //! The report model and how it is built from stored rows.
 
-use crate::figures::{advantages_with, average_row, kept, quoted, stddev_companion, with_stddevs};
+use crate::figures::{
+    advantages_with, average_row, judge, kept, quoted, stddev_companion, with_stddevs,
+};
 use crate::model::{
     Cell, ControlComparison, Failure, LatencyView, Note, PointResult, Row, RunReport,
     ServiceRecord, Table, WorkloadPlan, LATENCY_QUANTILES,
@@ -24,7 +26,7 @@ pub type SideResults =
 
 /// The repetition whose latency a point's view shows: the median run of
 /// its headline metric (the first table metric).
-fn latency_rep(p: &PointRow, samples: &[SampleRow], plan: &ResolvedPlan) -> Option<u32> {
+pub(crate) fn latency_rep(p: &PointRow, samples: &[SampleRow], plan: &ResolvedPlan) -> Option<u32> {
     let (shape, entry) = (
         plan.workloads.get(p.workload_idx)?,
         plan.study.workloads.get(p.workload_idx)?,
@@ -229,6 +231,13 @@ pub fn repetition_rule(study: &Study, options: &benchlab_core::plan::RunOptions)
             "one repetition per point (a --quick trial run; the study asks for {asked})"
         );
     }
+    if study.design.kind == benchlab_core::study::DesignKind::UntilDecided {
+        // The fixed rule is only what the design is weighed against.
+        return format!(
+            "until decided: rounds until every comparison is better, worse or equivalent within its margin, at most {} per point and configuration (the fixed design: {asked})",
+            study.design.cap()
+        );
+    }
     asked
 }
 
@@ -280,6 +289,8 @@ fn sort_key(v: Option<&Value>) -> (f64, String) {
 /// was made), its rows and its workloads' `notes` ([`notes`]); the loader
 /// ([`crate::load`]) adds what the store keeps beside (events, settings,
 /// services, latency distributions).
+// Debt: these rows want one struct (`load::RunRows` is most of it).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build(
     run: &RunRow,
     plan: &ResolvedPlan,
@@ -288,8 +299,12 @@ pub(crate) fn build(
     samples: &[SampleRow],
     hosts: &[HostRow],
     notes: &[Note],
+    stored: &[benchlab_core::decision::ComparisonDecision],
 ) -> RunReport {
     let study = &plan.study;
+    // Without stored verdicts (a fixed design, an older run), the rule's
+    // one look at each comparison's repetitions.
+    let mut derived: Vec<crate::model::Decision> = Vec::new();
     let plans = plans(plan);
     let selection = study.defaults.select;
     let mut by_point: BTreeMap<i64, Vec<&SampleRow>> = BTreeMap::new();
@@ -460,6 +475,53 @@ pub(crate) fn build(
                         }));
                     }
                     let mut advantages = advantages_with(&cells, sbetter, control);
+                    let margin_pct = study.margin_pct(w, &spec.name);
+                    for c in 1..configurations.len() {
+                        let Some(p) = gpoints
+                            .iter()
+                            .find(|r| {
+                                r.0.config_idx == c
+                                    && r.0.params.get(&entry.rows).map(|v| v.label()).as_ref()
+                                        == Some(rv)
+                            })
+                            .map(|r| r.0)
+                        else {
+                            continue;
+                        };
+                        let decided = if stored.is_empty() {
+                            match (&cells[c], &cells[0]) {
+                                (Some(a), Some(b)) => judge(a, b, sbetter, margin_pct).map(|j| {
+                                    derived.push(crate::model::Decision {
+                                        configuration: config_name(c),
+                                        control: control == Some(c),
+                                        workload: entry.name.clone(),
+                                        point: p.label.clone(),
+                                        metric: spec.name.to_string(),
+                                        verdict: j.verdict,
+                                        repetitions: j.repetitions,
+                                        margin_pct,
+                                        advantage_pct: Some(j.advantage_pct),
+                                        ci_lo_pct: j.ci_pct.map(|c| c.0),
+                                        ci_hi_pct: j.ci_pct.map(|c| c.1),
+                                        mde_pct: j.mde_pct,
+                                    });
+                                    j.verdict
+                                }),
+                                _ => None,
+                            }
+                        } else {
+                            stored
+                                .iter()
+                                .find(|d| {
+                                    (d.config, d.workload, d.point) == (c, w, p.point_idx)
+                                        && d.metric == spec.name
+                                })
+                                .map(|d| d.verdict)
+                        };
+                        if let Some(Some(a)) = advantages.get_mut(c - 1) {
+                            a.decided = decided;
+                        }
+                    }
                     if let Some(k) = control {
                         cells.remove(k);
                         let adv = advantages.remove(k - 1);
@@ -545,6 +607,7 @@ pub(crate) fn build(
         hosts: hosts.to_vec(),
         repetition_rule: repetition_rule(study, &run.options),
         order: study.order_text(),
+        left_out: study.left_out.lines(),
         control: control_rows,
         settings: Vec::new(),
         events: Vec::new(),
@@ -557,13 +620,67 @@ pub(crate) fn build(
         series: Vec::new(),
         monitors: Default::default(),
         emulated: crate::emulated::build(plan, configurations, hosts),
+        design: None,
+        decisions: derived,
+        stacks: Default::default(),
     };
-    report.crosschecks = crate::crosscheck::rows(&study.crosschecks, &report.points);
+    report.crosschecks =
+        crate::crosscheck::rows(&study.crosschecks, &report.points, |c| {
+            match study.workloads.iter().position(|w| w.name == c.native) {
+                Some(i) => study.margin_pct(i, &c.native_metric),
+                None => benchlab_core::study::DEFAULT_MARGIN_PCT,
+            }
+        });
     // Summaries derived from several points (seed 001's Figure 1) become
     // ordinary tables, so every renderer shows them.
     let summaries = views::summary_tables(&plans, &report.points, &names, selection);
     report.tables.extend(summaries);
     report
+}
+
+/// The stored verdicts of an until-decided run, named: configuration,
+/// workload and point by their names, the A/A control (the study's last
+/// configuration, with `control = true`) marked.
+pub(crate) fn decisions(
+    stored: &[benchlab_core::decision::ComparisonDecision],
+    plan: &ResolvedPlan,
+    configurations: &[ConfigRow],
+    points: &[PointRow],
+) -> Vec<crate::model::Decision> {
+    let control =
+        (plan.study.control && configurations.len() > 1).then(|| configurations.len() - 1);
+    stored
+        .iter()
+        .map(|d| {
+            let point = points
+                .iter()
+                .find(|p| p.workload_idx == d.workload && p.point_idx == d.point);
+            crate::model::Decision {
+                configuration: configurations
+                    .get(d.config)
+                    .map(|c| c.name.clone())
+                    .unwrap_or_else(|| format!("#{}", d.config)),
+                control: control == Some(d.config),
+                workload: plan
+                    .study
+                    .workloads
+                    .get(d.workload)
+                    .map(|w| w.name.clone())
+                    .unwrap_or_else(|| format!("#{}", d.workload)),
+                point: point
+                    .map(|p| p.label.clone())
+                    .unwrap_or_else(|| format!("#{}", d.point)),
+                metric: d.metric.clone(),
+                verdict: d.verdict,
+                repetitions: d.repetitions,
+                margin_pct: d.margin_pct,
+                advantage_pct: d.advantage_pct,
+                ci_lo_pct: d.ci_lo_pct,
+                ci_hi_pct: d.ci_hi_pct,
+                mde_pct: d.mde_pct,
+            }
+        })
+        .collect()
 }
 
 /// The hosts' system-configuration table (Appendix A, serve's hosts page),

@@ -3,10 +3,10 @@
 //! columns are those (run, configuration) pairs, matching points by
 //! workload, metric and parameters, with advantages over a baseline.
 
-use crate::figures::{advantages, average_row};
+use crate::figures::{advantages, average_row, judge};
 use crate::import::{is_published, published_label};
 use crate::model::View;
-use crate::model::{Advantage, Row, RunReport, Table};
+use crate::model::{Advantage, Decision, Row, RunReport, Table};
 use crate::views;
 use benchlab_core::Better;
 use benchlab_stats as stats;
@@ -80,6 +80,9 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
         .iter()
         .all(|s| s.report.run.id == order[0].report.run.id);
     let mut tables = Vec::new();
+    // Each column's verdicts against the baseline: the sequential rule's
+    // one look at the repetitions the columns hold (docs/methods.md).
+    let mut decisions: Vec<Decision> = Vec::new();
     for bt in &base.tables {
         let sbetter = match bt.better {
             Better::Higher => stats::Better::Higher,
@@ -108,7 +111,42 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                             })
                     })
                     .collect();
-                let advantages = unjudged_published(advantages(&cells, sbetter), &published);
+                let mut advantages = unjudged_published(advantages(&cells, sbetter), &published);
+                let margin_pct = base
+                    .decisions
+                    .iter()
+                    .find(|d| d.workload == bt.workload && d.metric == bt.metric)
+                    .map_or(stats::DEFAULT_MARGIN_PCT, |d| d.margin_pct);
+                for (i, a) in advantages.iter_mut().enumerate() {
+                    let (Some(adv), Some(x), Some(b)) = (a, &cells[i + 1], &cells[0]) else {
+                        continue;
+                    };
+                    if published[0] || published[i + 1] {
+                        continue;
+                    }
+                    let Some(j) = judge(x, b, sbetter, margin_pct) else {
+                        continue;
+                    };
+                    adv.decided = Some(j.verdict);
+                    decisions.push(Decision {
+                        configuration: label(i + 1),
+                        control: false,
+                        workload: bt.workload.clone(),
+                        point: if bt.fixed.is_empty() {
+                            format!("{}={}", bt.row_param, br.label)
+                        } else {
+                            format!("{} {}={}", bt.fixed, bt.row_param, br.label)
+                        },
+                        metric: bt.metric.clone(),
+                        verdict: j.verdict,
+                        repetitions: j.repetitions,
+                        margin_pct,
+                        advantage_pct: Some(j.advantage_pct),
+                        ci_lo_pct: j.ci_pct.map(|c| c.0),
+                        ci_hi_pct: j.ci_pct.map(|c| c.1),
+                        mde_pct: j.mde_pct,
+                    });
+                }
                 Row {
                     label: br.label.clone(),
                     cells,
@@ -286,6 +324,16 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
                 })
             })
             .collect(),
+        // A comparison of runs has its own columns, and its own verdicts.
+        design: None,
+        decisions,
+        stacks: crate::stacks::columns(
+            &order
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (label(i), &s.report.stacks, config_of(s)))
+                .collect::<Vec<_>>(),
+        ),
         failures: order
             .iter()
             .flat_map(|s| {
@@ -311,6 +359,18 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
             order[0].report.order.clone()
         } else {
             "columns from different runs: their repetitions compare as independent samples, and a difference may include whatever changed between the runs".into()
+        },
+        left_out: {
+            let mut lines: Vec<String> = Vec::new();
+            for s in &order {
+                for l in &s.report.left_out {
+                    let l = format!("run {}: {l}", s.report.run.id);
+                    if !lines.contains(&l) {
+                        lines.push(l);
+                    }
+                }
+            }
+            lines
         },
         control: Vec::new(),
         settings: order
@@ -362,20 +422,18 @@ fn config_of(s: &Side) -> String {
         .unwrap_or_default()
 }
 
-/// Every cell whose verdict is "worse" with an advantage below
-/// `−threshold_pct`: what `compare --fail-on-regression` fails on. A worse
-/// figure within the threshold, or one without a verdict, is not a
-/// regression.
+/// Every cell whose verdict is "worse" (the sequential rule's: worse by
+/// more than the margin) with an advantage below `−threshold_pct`: what
+/// `compare --fail-on-regression` fails on. A worse figure within the
+/// threshold, an equivalent or undecided one, or one without a verdict,
+/// is not a regression.
 pub fn regressions(report: &RunReport, threshold_pct: f64) -> Vec<Regression> {
     let mut out = Vec::new();
     for t in &report.tables {
         for r in &t.rows {
             for (i, a) in r.advantages.iter().enumerate() {
                 let Some(a) = a else { continue };
-                let worse = a
-                    .comparison
-                    .as_ref()
-                    .is_some_and(|c| c.verdict == stats::Verdict::Worse);
+                let worse = a.decided == Some(benchlab_core::decision::Decided::Worse);
                 if worse && a.pct < -threshold_pct {
                     out.push(Regression {
                         column: t.columns[i + 1].clone(),
@@ -392,4 +450,24 @@ pub fn regressions(report: &RunReport, threshold_pct: f64) -> Vec<Regression> {
         }
     }
     out
+}
+
+/// `items` of one configuration (`config`, as `configuration` reads it off
+/// an item) relabelled as a compared column (`label`): the monitors' and
+/// the stacks' views of a comparison across runs share this.
+pub(crate) fn relabelled<'a, T: Clone + 'a>(
+    items: &'a [T],
+    config: &'a str,
+    label: &'a str,
+    configuration: fn(&mut T) -> &mut String,
+) -> impl Iterator<Item = T> + 'a {
+    items.iter().filter_map(move |x| {
+        let mut x = x.clone();
+        let c = configuration(&mut x);
+        if c != config {
+            return None;
+        }
+        *c = label.to_string();
+        Some(x)
+    })
 }

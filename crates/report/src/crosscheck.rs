@@ -1,21 +1,25 @@
 //! `[[study.crosscheck]]`: a native workload against a classic tool on the
 //! same hosts and configurations, per paired point: the ratio of their
-//! figures with its confidence interval, and whether they disagree beyond
-//! the noise.
-
-use std::fmt::Write;
+//! figures with its confidence interval, and whether they agree within the
+//! native metric's margin, by the rule every comparison uses.
 
 use benchlab_core::study::Crosscheck;
+use benchlab_stats as stats;
 
-use crate::model::{CrosscheckRow, PointResult, NOISE_PCT};
+use crate::model::{CrosscheckRow, PointResult};
 
 fn finite(v: Option<&Vec<f64>>) -> Vec<f64> {
     v.map(|v| v.iter().copied().filter(|x| x.is_finite()).collect())
         .unwrap_or_default()
 }
 
-/// The rows of every cross-check of a run.
-pub fn rows(checks: &[Crosscheck], points: &[PointResult]) -> Vec<CrosscheckRow> {
+/// The rows of every cross-check of a run; `margin_pct` gives a check's
+/// margin (its native metric's, as the study sets it).
+pub fn rows(
+    checks: &[Crosscheck],
+    points: &[PointResult],
+    margin_pct: impl Fn(&Crosscheck) -> f64,
+) -> Vec<CrosscheckRow> {
     let mut out = Vec::new();
     for c in checks {
         for n in points.iter().filter(|p| p.workload == c.native) {
@@ -46,24 +50,7 @@ pub fn rows(checks: &[Crosscheck], points: &[PointResult]) -> Vec<CrosscheckRow>
             if a.is_empty() || b.is_empty() {
                 continue;
             }
-            let cmp = benchlab_stats::compare(&a, &b, benchlab_stats::Better::Higher, NOISE_PCT);
-            let (ratio, ci, verdict) = match &cmp {
-                Some(cmp) => (
-                    1.0 + cmp.advantage_pct / 100.0,
-                    cmp.ci_pct
-                        .as_ref()
-                        .map(|i| (1.0 + i.lo / 100.0, 1.0 + i.hi / 100.0)),
-                    match cmp.verdict {
-                        benchlab_stats::Verdict::WithinNoise => "agree",
-                        benchlab_stats::Verdict::Better | benchlab_stats::Verdict::Worse => {
-                            "DISAGREE"
-                        }
-                        benchlab_stats::Verdict::Inconclusive => "inconclusive",
-                        benchlab_stats::Verdict::Insufficient => "too few repetitions",
-                    },
-                ),
-                None => (f64::NAN, None, "no ratio (a figure is 0)"),
-            };
+            let (ratio, ci, verdict) = agreement(&a, &b, margin_pct(c));
             let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
             out.push(CrosscheckRow {
                 native: c.native.clone(),
@@ -84,25 +71,65 @@ pub fn rows(checks: &[Crosscheck], points: &[PointResult]) -> Vec<CrosscheckRow>
     out
 }
 
+/// Native over classic: the ratio of the means, the interval that decided
+/// and the verdict. The repetitions pair by number (a failed one shifts the
+/// pairing, which costs power, not validity) and are judged with one look
+/// by the sequential rule at the margin: *agree* is its *equivalent*,
+/// DISAGREE its *better* or *worse*.
+fn agreement(a: &[f64], b: &[f64], margin_pct: f64) -> (f64, Option<(f64, f64)>, String) {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (ma, mb) = (mean(a), mean(b));
+    if mb == 0.0 || !ma.is_finite() || !mb.is_finite() {
+        return (f64::NAN, None, "no ratio (a figure is 0)".into());
+    }
+    let ratio = ma / mb;
+    let units: Vec<stats::Unit> = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| stats::Unit::round(*x, *y))
+        .collect();
+    let decision = stats::SequentialRule::fixed(margin_pct, units.len(), stats::UnitKind::Round)
+        .ok()
+        .and_then(|rule| rule.plan().decide(&units, stats::Better::Higher));
+    let Some(d) = decision else {
+        return (ratio, None, "too few repetitions".into());
+    };
+    let to_ratio = |i: &stats::Interval| (1.0 + i.lo / 100.0, 1.0 + i.hi / 100.0);
+    let (ci, verdict) = match d.outcome {
+        stats::Outcome::Equivalent => (d.equivalence_ci_pct.as_ref(), "agree".to_string()),
+        stats::Outcome::Better | stats::Outcome::Worse => {
+            (d.ci_pct.as_ref(), "DISAGREE".to_string())
+        }
+        stats::Outcome::Undecided | stats::Outcome::Continue => (
+            d.ci_pct.as_ref(),
+            match d.mde_pct {
+                Some(m) => format!("undecided (±{m:.1}%)"),
+                None => "undecided".to_string(),
+            },
+        ),
+    };
+    (ratio, ci.map(to_ratio), verdict)
+}
+
 /// The columns of a cross-check table.
-const HEAD: [&str; 8] = [
+pub(crate) const HEAD: [&str; 8] = [
     "configuration",
     "point",
     "native",
     "classic",
     "ratio",
-    "95% CI",
+    "interval",
     "n",
     "verdict",
 ];
 
 /// What the verdicts mean, under every rendering of the tables.
-fn legend() -> String {
-    format!("agree: the ratio's 95% interval lies within 1 ± {NOISE_PCT}%; DISAGREE: it lies outside that band (a difference beyond the noise); inconclusive: it straddles an edge.")
+pub(crate) fn legend() -> String {
+    "agree: equivalent within the native metric's margin (the ratio's 90% interval lies within 1 ± margin); DISAGREE: the 95% interval lies beyond it; undecided (±X%): neither, and X is the difference the repetitions could detect (the sequential rule with one look, docs/methods.md).".to_string()
 }
 
 /// The rows grouped per (native, classic) pair, in order, with the title.
-fn grouped(rows: &[CrosscheckRow]) -> Vec<(String, Vec<&CrosscheckRow>)> {
+pub(crate) fn grouped(rows: &[CrosscheckRow]) -> Vec<(String, Vec<&CrosscheckRow>)> {
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     for r in rows {
         if !pairs.contains(&(r.native.as_str(), r.classic.as_str())) {
@@ -126,7 +153,7 @@ fn grouped(rows: &[CrosscheckRow]) -> Vec<(String, Vec<&CrosscheckRow>)> {
 }
 
 /// One row's cells, in [`HEAD`]'s order.
-fn cells(r: &CrosscheckRow) -> Vec<String> {
+pub(crate) fn cells(r: &CrosscheckRow) -> Vec<String> {
     vec![
         r.configuration.clone(),
         r.point.clone(),
@@ -138,98 +165,6 @@ fn cells(r: &CrosscheckRow) -> Vec<String> {
         format!("{}/{}", r.n.0, r.n.1),
         r.verdict.clone(),
     ]
-}
-
-/// The cross-check tables as HTML: a section of the report, each verdict
-/// coloured as the report's advantages are (a disagreement red).
-pub fn html(rows: &[CrosscheckRow], o: &mut String) {
-    if rows.is_empty() {
-        return;
-    }
-    use crate::format::esc;
-    o.push_str("<h2 id=\"crosscheck\">Cross-checks: native workloads against classic tools</h2>\n");
-    for (i, (title, these)) in grouped(rows).into_iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "<h3 id=\"crosscheck-{i}\">{}</h3>\n<table><tr>",
-            esc(&title)
-        );
-        for (c, h) in HEAD.iter().enumerate() {
-            let class = if (2..=4).contains(&c) || c == 6 {
-                ""
-            } else {
-                " class=\"l\""
-            };
-            let _ = write!(o, "<th{class}>{}</th>", esc(h));
-        }
-        o.push_str("</tr>\n");
-        for r in these {
-            o.push_str("<tr>");
-            for (c, cell) in cells(r).iter().enumerate() {
-                let class = match c {
-                    7 => match r.verdict.as_str() {
-                        "DISAGREE" => "l worse",
-                        "agree" => "l noise",
-                        _ => "l inconclusive",
-                    },
-                    2..=4 | 6 => "",
-                    _ => "l",
-                };
-                if class.is_empty() {
-                    let _ = write!(o, "<td>{}</td>", esc(cell));
-                } else {
-                    let _ = write!(o, "<td class=\"{class}\">{}</td>", esc(cell));
-                }
-            }
-            o.push_str("</tr>\n");
-        }
-        o.push_str("</table>\n");
-    }
-    let _ = writeln!(o, "<p class=\"legend\">{}</p>", esc(&legend()));
-}
-
-/// The cross-check tables as text (Markdown with `md`).
-pub fn text(rows: &[CrosscheckRow], md: bool, out: &mut String) {
-    for (title, these) in grouped(rows) {
-        out.push('\n');
-        if md {
-            let _ = writeln!(out, "## {title}\n");
-            let _ = writeln!(out, "| {} |", HEAD.join(" | "));
-            let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|---|");
-        } else {
-            let _ = writeln!(out, "{title}");
-        }
-        let mut table = vec![HEAD.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-        table.extend(these.into_iter().map(cells));
-        if md {
-            for row in &table[1..] {
-                let _ = writeln!(out, "| {} |", row.join(" | "));
-            }
-        } else {
-            let widths: Vec<usize> = (0..table[0].len())
-                .map(|i| {
-                    table
-                        .iter()
-                        .map(|r| r[i].chars().count())
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            for row in &table {
-                let mut line = String::from(" ");
-                for (i, cell) in row.iter().enumerate() {
-                    let pad = widths[i] - cell.chars().count();
-                    if (2..=4).contains(&i) {
-                        line.push_str(&format!(" {}{cell}", " ".repeat(pad)));
-                    } else {
-                        line.push_str(&format!(" {cell}{}", " ".repeat(pad)));
-                    }
-                }
-                let _ = writeln!(out, "{}", line.trim_end());
-            }
-        }
-        let _ = writeln!(out, "{}{}", if md { "\n" } else { "  " }, legend());
-    }
 }
 
 #[cfg(test)]
@@ -283,7 +218,7 @@ mod tests {
             // No classic point of that size: no row.
             point("stream", "a", 8192, &[1.0, 1.0]),
         ];
-        let r = rows(&[check], &points);
+        let r = rows(&[check], &points, |_| 2.0);
         assert_eq!(r.len(), 2);
         assert!((r[0].ratio - 1.0).abs() < 1e-9);
         assert_eq!(r[0].verdict, "agree");
@@ -291,23 +226,21 @@ mod tests {
         assert_eq!(r[1].verdict, "DISAGREE");
         let (lo, hi) = r[1].ci.unwrap();
         assert!(lo < 1.5 && hi > 1.5 && lo > 1.01);
-        let mut s = String::new();
-        text(&r, false, &mut s);
+        let text = format!("{}\nt,higher,,size,1,2,1,a,1\n", crate::import::HEADER);
+        let mut report = crate::import::figures_csv("s", &text).unwrap();
+        report.crosschecks = r;
+        let verbose = crate::Layout {
+            width: 120,
+            verbose: true,
+        };
+        let s = crate::render_with(&report, crate::Format::Table, verbose);
         assert!(s.contains("Cross-check · stream (tp) / iperf3 (tp)"), "{s}");
         assert!(s.contains("1.500") && s.contains("DISAGREE"), "{s}");
-        let mut h = String::new();
-        html(&r, &mut h);
-        assert!(
-            h.contains("<h3 id=\"crosscheck-0\">Cross-check · stream (tp) / iperf3 (tp)"),
-            "{h}"
-        );
+        let h = crate::html::render_body(&report);
+        assert!(h.contains("Cross-check · stream (tp) / iperf3 (tp)"), "{h}");
         assert!(h.contains("<td class=\"l worse\">DISAGREE</td>"), "{h}");
         assert!(h.contains("<td class=\"l noise\">agree</td>"), "{h}");
         assert!(h.contains("<td>1.500</td>"), "{h}");
         assert!(h.contains("<td class=\"l\">[1."), "{h}");
-        assert_eq!(h.matches("<tr>").count(), 3, "{h}");
-        let mut none = String::new();
-        html(&[], &mut none);
-        assert!(none.is_empty());
     }
 }

@@ -1,19 +1,17 @@
 //! Which configurations ran on emulated guests: a guest host under TCG
 //! measures QEMU's emulator, not virtualization, so every rendering
 //! marks the columns of a configuration any of whose hosts was one
-//! ([`RunReport::label`]), with one footnote per configuration
-//! ([`footnotes`]). Read from the stored plan (which hosts each
-//! configuration's points and services ran on) and the stored
+//! (the document's [`crate::document::marks`] decides how). Read from
+//! the stored plan (which hosts each configuration's points and services ran on) and the stored
 //! inventories (how each guest ran), never from when a guest booted.
 
 use benchlab_core::resolved::ResolvedPlan;
-use benchlab_core::study::{Accel, Transport, EMULATED};
+use benchlab_core::study::{Accel, Transport};
 use benchlab_store::{ConfigRow, HostRow};
 
 use crate::model::{Emulated, EmulatedGuest, RunReport};
 
-/// The mark after an emulated configuration's name in every heading.
-pub const MARK: &str = "(emulated)";
+pub use crate::document::marks::EMULATED_MARK as MARK;
 
 /// How host `name` ran, from its stored inventory: `Some(reason)` when
 /// it was an emulated guest. A guest without a readable inventory (the
@@ -65,71 +63,12 @@ pub fn build(
     out
 }
 
-/// One line per emulated configuration: `vm-bridged: guests g1, g2
-/// emulated (TCG), not a virtualization measurement: <reason>`.
-pub fn footnotes(report: &RunReport) -> Vec<String> {
-    report
-        .emulated
-        .iter()
-        .map(|e| {
-            let names: Vec<&str> = e.guests.iter().map(|g| g.host.as_str()).collect();
-            let mut reasons: Vec<&str> = e.guests.iter().map(|g| g.reason.as_str()).collect();
-            reasons.dedup();
-            let what = EMULATED.replacen("emulated", "emulated (TCG)", 1);
-            format!(
-                "{} {MARK}: guest{} {} {what}: {}",
-                e.configuration,
-                if names.len() == 1 { "" } else { "s" },
-                names.join(", "),
-                reasons.join("; ")
-            )
-        })
-        .collect()
-}
-
 impl RunReport {
     /// The emulated guests of configuration (or comparison column)
     /// `name`, when it ran on any.
     pub fn emulated(&self, name: &str) -> Option<&Emulated> {
         self.emulated.iter().find(|e| e.configuration == name)
     }
-
-    /// `name` as every heading shows it: with [`MARK`] after it when the
-    /// configuration ran on emulated guests.
-    pub fn label(&self, name: &str) -> String {
-        match self.emulated(name) {
-            Some(_) => format!("{name} {MARK}"),
-            None => name.to_string(),
-        }
-    }
-}
-
-/// Marks the configuration names in `cells` (a heading row, a pair's A
-/// and B) that ran on emulated guests.
-pub(crate) fn relabel(report: &RunReport, cells: &mut [String]) {
-    for c in cells {
-        *c = report.label(c);
-    }
-}
-
-/// A sentence under a curve (where a line peaks, how two peaks compare)
-/// with the emulated configurations it names after it: a reader must not
-/// take a difference of an emulated guest's figures for the cost of
-/// virtualization.
-pub fn finding(report: &RunReport, v: &crate::model::CurveView, f: &str) -> String {
-    let words: Vec<&str> = f
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '.' | ':' | '(' | ')'))
-        .collect();
-    let named: Vec<&str> = v
-        .lines
-        .iter()
-        .map(|l| l.configuration.as_str())
-        .filter(|n| report.emulated(n).is_some() && words.contains(n))
-        .collect();
-    if named.is_empty() {
-        return f.to_string();
-    }
-    format!("{f} ({} {MARK}: {EMULATED})", named.join(", "))
 }
 
 #[cfg(test)]
@@ -241,7 +180,7 @@ mod tests {
             .join("\n")
             + &crate::html::render_html(&r);
         assert!(!plain.contains(MARK), "{plain}");
-        assert!(!plain.contains(EMULATED), "{plain}");
+        assert!(!plain.contains(benchlab_core::study::EMULATED), "{plain}");
         r.emulated = vec![Emulated {
             configuration: "tcg".into(),
             guests: vec![
@@ -256,8 +195,14 @@ mod tests {
             ],
         }];
         let footnote = "tcg (emulated): guests g1, g2 emulated (TCG), not a virtualization measurement: no /dev/kvm";
-        for f in [Format::Table, Format::Markdown] {
-            let out = render(&r, f);
+        let wide = crate::Layout {
+            width: 300,
+            verbose: true,
+        };
+        for out in [
+            crate::render_with(&r, Format::Table, wide),
+            render(&r, Format::Markdown),
+        ] {
             assert!(out.contains(footnote), "{out}");
             assert!(out.contains("tcg (emulated) advantage"), "{out}");
             assert!(!out.contains("metal (emulated)"), "{out}");
@@ -284,7 +229,7 @@ mod tests {
             "{html}"
         );
         assert!(
-            html.contains("<li class=\"emulated\"><b>tcg (emulated)</b> vs <b>metal</b>"),
+            html.contains("<li class=\"emulated\">tcg (emulated) vs metal"),
             "{html}"
         );
     }
@@ -360,13 +305,21 @@ mod tests {
             guests: Vec::new(),
         }];
         assert_eq!(
-            finding(&r, &v, "At their peaks metal is 2.00× faster than vm (4 against 2 m)."),
-            "At their peaks metal is 2.00× faster than vm (4 against 2 m). (vm (emulated): emulated, not a virtualization measurement)"
+            crate::document::marks::finding(&r, &v, "At their peaks metal is 2.00× faster than vm (4 against 2 m)."),
+            "At their peaks metal is 2.00× faster than vm (emulated) (4 against 2 m). (vm (emulated): emulated, not a virtualization measurement)"
         );
         assert_eq!(
-            finding(&r, &v, "metal peaks at 4 clients with 4 m."),
+            crate::document::marks::finding(&r, &v, "metal peaks at 4 clients with 4 m."),
             "metal peaks at 4 clients with 4 m."
         );
-        assert_eq!(finding(&r, &v, "vms are fast."), "vms are fast.");
+        assert_eq!(
+            crate::document::marks::finding(&r, &v, "vms are fast."),
+            "vms are fast."
+        );
+        // Where the sentence names it twice, or begins with it.
+        assert_eq!(
+            crate::document::marks::finding(&r, &v, "vm peaks at 2; vm, then metal."),
+            "vm (emulated) peaks at 2; vm (emulated), then metal. (vm (emulated): emulated, not a virtualization measurement)"
+        );
     }
 }

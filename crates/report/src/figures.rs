@@ -10,6 +10,7 @@
 use crate::model::{Advantage, Cell, Row, NOISE_PCT};
 use benchlab_core::study::Selection;
 use benchlab_stats as stats;
+use std::collections::BTreeMap;
 
 /// The quoted figure of a cell and its interval. `stddevs`, aligned with
 /// `values`, are each repetition's standard deviation, for
@@ -85,6 +86,7 @@ pub(crate) fn average_row(rows: &[Row], columns: usize, better: stats::Better) -
                 stats::advantage_pct(a.value, b.value, better).map(|pct| Advantage {
                     pct,
                     comparison: None,
+                    decided: None,
                 })
             }
             _ => None,
@@ -171,12 +173,87 @@ pub(crate) fn advantages_with(
                 Advantage {
                     pct,
                     comparison: comparison.filter(|c| c.verdict != stats::Verdict::Insufficient),
+                    decided: None,
                 }
             }),
             _ => None,
         })
         .collect()
 }
+/// A comparison judged by the sequential rule's one look (a fixed
+/// design): what [`judge`] finds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judged {
+    /// The verdict.
+    pub verdict: benchlab_core::decision::Decided,
+    /// A's advantage over B from the means over the units, in percent.
+    pub advantage_pct: f64,
+    /// The interval that decided (1 − 2α for equivalent, 1 − α else).
+    pub ci_pct: Option<(f64, f64)>,
+    /// Undecided: the smallest difference the data would detect at 80 %
+    /// power, in percent.
+    pub mde_pct: Option<f64>,
+    /// Repetitions per side it rests on (the fewer of the two).
+    pub repetitions: u32,
+}
+
+/// A against B under the sequential rule with one look at the units
+/// there are (`SequentialRule::fixed`): the verdict of a fixed design,
+/// an older run or a comparison of runs, in the words of the
+/// until-decided design. A unit is a block pair when both cells carry
+/// their blocks (A's and B's repetitions of one block), a round (the
+/// i-th repetition of each) otherwise; repetitions of different runs
+/// have no rounds in common, and pairing them by number is as good as
+/// any other pairing of independent samples. `None` with fewer than two
+/// units (one repetition, one block each), where nothing can be decided.
+pub fn judge(a: &Cell, b: &Cell, better: stats::Better, margin_pct: f64) -> Option<Judged> {
+    use benchlab_core::decision::Decided;
+    let blocked = !a.blocks.is_empty() && !b.blocks.is_empty();
+    let units: Vec<stats::Unit> = if blocked {
+        let mut by: BTreeMap<u32, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for (v, k) in a.values.iter().zip(&a.blocks) {
+            by.entry(*k).or_default().0.push(*v);
+        }
+        for (v, k) in b.values.iter().zip(&b.blocks) {
+            by.entry(*k).or_default().1.push(*v);
+        }
+        by.values()
+            .filter_map(|(x, y)| stats::Unit::from_repetitions(x, y))
+            .collect()
+    } else {
+        a.values
+            .iter()
+            .zip(&b.values)
+            .map(|(x, y)| stats::Unit::round(*x, *y))
+            .collect()
+    };
+    let kind = if blocked {
+        stats::UnitKind::BlockPair
+    } else {
+        stats::UnitKind::Round
+    };
+    let rule = stats::SequentialRule::fixed(margin_pct, units.len(), kind).ok()?;
+    let d = rule.plan().decide(&units, better)?;
+    let verdict = match d.outcome {
+        stats::Outcome::Better => Decided::Better,
+        stats::Outcome::Worse => Decided::Worse,
+        stats::Outcome::Equivalent => Decided::Equivalent,
+        stats::Outcome::Undecided | stats::Outcome::Continue => Decided::Undecided,
+    };
+    let ci = if verdict == Decided::Equivalent {
+        d.equivalence_ci_pct
+    } else {
+        d.ci_pct
+    };
+    Some(Judged {
+        verdict,
+        advantage_pct: d.advantage_pct,
+        ci_pct: ci.map(|i| (i.lo, i.hi)),
+        mde_pct: d.mde_pct.filter(|_| verdict == Decided::Undecided),
+        repetitions: a.values.len().min(b.values.len()) as u32,
+    })
+}
+
 /// Indices of the figures a cell keeps: finite, and with a finite
 /// companion standard deviation when `sd` is given (as [`with_stddevs`]).
 pub(crate) fn kept<'a>(

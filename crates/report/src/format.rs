@@ -4,9 +4,10 @@
 
 //! Renderers: terminal, Markdown, CSV and JSON, all from a [`RunReport`].
 
-use crate::model::{Advantage, Cell, Table, NOISE_PCT};
+use crate::model::{Advantage, Cell, Table};
+use benchlab_core::decision::Decided;
 use benchlab_core::study::Selection;
-use benchlab_stats::{Drift, Verdict};
+use benchlab_stats::Drift;
 use std::fmt::Write;
 
 /// `1234567.891` with 2 decimals → `1,234,567.89` (the seeds' style).
@@ -65,46 +66,30 @@ pub(crate) fn cell_text(c: &Option<Cell>, decimals: usize, with_ci: bool) -> Str
         }
     }
 }
+/// An advantage with its verdict's mark: none for better or worse (the
+/// colour says which), ≈ equivalent within the margin, ~ undecided, ~‡
+/// one block each (drift unknown: no unit pairs the two sides), ? too
+/// few repetitions for any verdict.
 pub(crate) fn advantage_text(a: &Option<Advantage>, decimals: usize) -> String {
     match a {
         None => "-".into(),
         Some(a) => {
-            let mark = match a.comparison.as_ref() {
-                Some(c) if c.verdict == Verdict::WithinNoise => " ≈",
-                Some(c) if c.drift == Drift::Unknown => " ~‡",
-                Some(c) if c.verdict == Verdict::Inconclusive => " ~",
-                Some(c) if c.small_n() => " †",
-                Some(_) => "",
+            let mark = match a.decided {
+                Some(Decided::Better | Decided::Worse) => "",
+                Some(Decided::Equivalent) => " ≈",
+                Some(Decided::Undecided) => " ~",
+                None if a
+                    .comparison
+                    .as_ref()
+                    .is_some_and(|c| c.drift == Drift::Unknown) =>
+                {
+                    " ~‡"
+                }
                 None => " ?",
             };
-            let mut s = format!("{}%{mark}", group_thousands(a.pct, decimals));
-            if let Some(n) = decide_text(a) {
-                let _ = write!(s, " {n}");
-            }
-            s
+            format!("{}%{mark}", group_thousands(a.pct, decimals))
         }
     }
-}
-/// For an inconclusive advantage, how many repetitions per side would
-/// likely decide it: `n≈12`, or `n>1000` beyond the estimate's range
-/// (`n?` when the rank test vetoed the interval, which no count models).
-pub(crate) fn decide_text(a: &Advantage) -> Option<String> {
-    let c = a.comparison.as_ref()?;
-    // With one block each, more repetitions cannot decide: more blocks can.
-    if c.verdict != Verdict::Inconclusive || c.drift == Drift::Unknown {
-        return None;
-    }
-    Some(match c.repetitions_to_decide {
-        Some(n) => format!("n≈{n}"),
-        None if c
-            .ci_pct
-            .as_ref()
-            .is_some_and(|ci| ci.lo > NOISE_PCT || ci.hi < -NOISE_PCT) =>
-        {
-            "n?".into()
-        }
-        None => format!("n>{}", benchlab_stats::MAX_REPETITIONS_ESTIMATE),
-    })
 }
 pub(crate) fn title_of(t: &Table) -> String {
     let mut s = t.workload.clone();
@@ -115,36 +100,6 @@ pub(crate) fn title_of(t: &Table) -> String {
         let _ = write!(s, " · {}", t.fixed);
     }
     s
-}
-/// Writes rows (the first is the header) as a Markdown table, every
-/// column right-aligned.
-pub(crate) fn write_md_table(out: &mut String, rows: &[Vec<String>]) {
-    for (i, r) in rows.iter().enumerate() {
-        let _ = writeln!(out, "| {} |", r.join(" | "));
-        if i == 0 {
-            let _ = writeln!(out, "|{}", "---:|".repeat(r.len()));
-        }
-    }
-}
-/// Writes rows as right-aligned text columns two spaces apart, each line
-/// indented by `indent`; with `rule`, a line of dashes under the first row.
-pub(crate) fn write_aligned(out: &mut String, rows: &[Vec<String>], indent: &str, rule: bool) {
-    let Some(first) = rows.first() else { return };
-    let widths: Vec<usize> = (0..first.len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    for (n, row) in rows.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}", w = *w))
-            .collect();
-        let _ = writeln!(out, "{indent}{}", line.join("  ").trim_end());
-        if rule && n == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(out, "{indent}{}", "-".repeat(total));
-        }
-    }
 }
 
 /// Escapes text for HTML element content and attribute values.

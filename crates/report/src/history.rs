@@ -86,6 +86,35 @@ pub struct Series {
     pub values: Vec<(i64, f64)>,
     /// The detector's answer (None: a figure is not finite).
     pub segmentation: Option<Segmentation>,
+    /// The smallest difference that matters to this metric, in percent:
+    /// the newest run's margin for it (its verdicts'), else the default.
+    /// A change within it is not a regression for `--fail-on-change`.
+    pub margin_pct: f64,
+    /// The newest run's verdict on this configuration against the first
+    /// at this row (none for the first configuration).
+    pub newest: Option<crate::model::Decision>,
+}
+
+/// What a change point is, against the series' margin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// Better by more than the margin.
+    Better,
+    /// Worse by more than the margin.
+    Worse,
+    /// A change the detector found, within ±margin: not one that matters.
+    WithinMargin,
+}
+
+impl ChangeKind {
+    /// In words: `better`, `worse`, `within the ±2% margin`.
+    pub fn text(self, margin_pct: f64) -> String {
+        match self {
+            ChangeKind::Better => "better".into(),
+            ChangeKind::Worse => "worse".into(),
+            ChangeKind::WithinMargin => format!("within the ±{margin_pct}% margin"),
+        }
+    }
 }
 
 impl Series {
@@ -95,6 +124,41 @@ impl Series {
             "{} · {} · {} · {}",
             self.title, self.workload, self.where_, self.configuration
         )
+    }
+
+    /// A change from mean `before` to mean `after` (`change_pct`: its
+    /// size in percent of `before`, when defined), against the margin.
+    pub fn change_kind(&self, before: f64, after: f64, change_pct: Option<f64>) -> ChangeKind {
+        if change_pct.is_some_and(|p| p.abs() <= self.margin_pct) {
+            return ChangeKind::WithinMargin;
+        }
+        if is_better(self.better, before, after) {
+            ChangeKind::Better
+        } else {
+            ChangeKind::Worse
+        }
+    }
+
+    /// The newest run's verdict in words: `run 12: worse than base,
+    /// -5.10% [-7.20%, -3.00%], margin ±2%, 8 repetitions per side`.
+    pub fn newest_text(&self, base: &str) -> Option<String> {
+        let d = self.newest.as_ref()?;
+        let run = self.values.last().map(|v| v.0).unwrap_or_default();
+        let adv = match (d.advantage_pct, d.ci_lo_pct.zip(d.ci_hi_pct)) {
+            (Some(a), Some((lo, hi))) => format!(", {a:+.2}% [{lo:+.2}%, {hi:+.2}%]"),
+            (Some(a), None) => format!(", {a:+.2}%"),
+            _ => String::new(),
+        };
+        let mde = d
+            .mde_pct
+            .map(|m| format!(", detectable at 80% power: ±{m:.2}%"))
+            .unwrap_or_default();
+        Some(format!(
+            "run {run}: {} against {base}{adv}, margin ±{}%, {} repetitions per side{mde}",
+            d.verdict.as_str(),
+            d.margin_pct,
+            d.repetitions
+        ))
     }
 
     fn key(&self) -> (&str, &str, &str, &str) {
@@ -262,6 +326,43 @@ pub fn history(
     })
 }
 
+/// The newest change point in study `name`'s series (the default
+/// detector, as `benchlab history` runs it), in words: `change at run 9
+/// in Fake score (points) …: mean 100.00 → 115.00 (+15.00 %)`. `None`
+/// when the study has no measured run or no change: the flag of a
+/// periodic study in `benchlab queue` and serve's queue page.
+pub fn newest_change(store: &Store, name: &str) -> Result<Option<String>, HistoryError> {
+    let h = match history(store, name, None, ChangePointOptions::default()) {
+        Ok(h) => h,
+        Err(HistoryError::NoStudy { .. } | HistoryError::NoMeasuredRun { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut newest: Option<(i64, String)> = None;
+    for s in &h.series {
+        for c in s.segmentation.iter().flat_map(|g| &g.changes) {
+            let run = s.values[c.index].0;
+            if newest.as_ref().is_none_or(|(r, _)| run > *r) {
+                let pct = c
+                    .change_pct
+                    .map(|p| format!(" ({p:+.2} %)"))
+                    .unwrap_or_default();
+                newest = Some((
+                    run,
+                    format!(
+                        "change at run {run} in {}: mean {:.*} → {:.*}{pct}",
+                        s.label(),
+                        s.decimals,
+                        c.before_mean,
+                        s.decimals,
+                        c.after_mean
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(newest.map(|(_, text)| text))
+}
+
 /// Every table row of every run, as series in the order first seen.
 fn collect_series(reports: &[RunReport]) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
@@ -284,6 +385,8 @@ fn collect_series(reports: &[RunReport]) -> Vec<Series> {
                         decimals: table.decimals,
                         values: Vec::new(),
                         segmentation: None,
+                        margin_pct: benchlab_stats::DEFAULT_MARGIN_PCT,
+                        newest: None,
                     };
                     let i = match out.iter().position(|o| o.key() == s.key()) {
                         Some(i) => i,
@@ -293,6 +396,19 @@ fn collect_series(reports: &[RunReport]) -> Vec<Series> {
                         }
                     };
                     out[i].values.push((report.run.id, cell.value));
+                    // The newest run's margin and verdict (runs come
+                    // oldest first).
+                    let d = (c > 0)
+                        .then(|| crate::document::marks::decision_at(report, table, &row.label, c))
+                        .flatten();
+                    out[i].newest = d.cloned();
+                    if let Some(m) = report
+                        .decisions
+                        .iter()
+                        .find(|d| d.workload == table.workload && d.metric == table.metric)
+                    {
+                        out[i].margin_pct = m.margin_pct;
+                    }
                 }
             }
         }

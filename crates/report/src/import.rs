@@ -87,7 +87,7 @@ pub const PUBLISHED: &str = "published, not measured";
 /// Whether a configuration holds published figures (imported), not
 /// measurements.
 pub fn is_published(c: &ConfigRow) -> bool {
-    c.spec.get("published") == Some(&serde_json::Value::Bool(true))
+    c.is_published()
 }
 
 /// The column label of a published configuration.
@@ -350,10 +350,14 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         series: Vec::new(),
         monitors: Default::default(),
         emulated: Vec::new(),
+        design: None,
+        decisions: Vec::new(),
+        stacks: Default::default(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: format!("{PUBLISHED}: the figures as printed"),
         order: String::new(),
+        left_out: Vec::new(),
         control: Vec::new(),
         settings: Vec::new(),
         events: Vec::new(),
@@ -446,6 +450,7 @@ fn geomean_row(rows: &[Row], columns: usize, better: stats::Better) -> Row {
                 stats::advantage_pct(a.value, b.value, better).map(|pct| crate::model::Advantage {
                     pct,
                     comparison: None,
+                    decided: None,
                 })
             }
             _ => None,

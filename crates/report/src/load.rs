@@ -4,8 +4,10 @@
 //! workloads: a run reads from its stored plan (the typed study, what its
 //! workloads declared, the expanded points and which parameters are byte
 //! counts), its stored notes and, for an imported run, its parsed
-//! figures. A store written before those were stored is brought up once
-//! by [`crate::upgrade`].
+//! figures. A store written before those were stored is read as far as
+//! it can be and otherwise refused with the command that upgrades it
+//! (`benchlab store upgrade`, [`benchlab_store::Store::upgrade_runs`]):
+//! reading never writes.
 
 use std::fmt;
 use std::str::FromStr;
@@ -120,9 +122,14 @@ pub enum LoadError {
         why: String,
     },
     /// The run was stored by an older benchlab and its store not
-    /// upgraded yet (a read-only store).
-    #[error("run {0} was stored by an older benchlab and lacks what a report reads (its plan, notes or parsed figures): open the store once with a writable `benchlab` command (`benchlab list`) to upgrade it")]
-    NotUpgraded(i64),
+    /// upgraded yet.
+    #[error("run {run} was stored by an older benchlab and lacks what a report reads (its plan, notes or parsed figures): reading never changes a store; upgrade it once with {command}")]
+    NotUpgraded {
+        /// The run.
+        run: i64,
+        /// The command that upgrades its store.
+        command: String,
+    },
 }
 
 /// The report of `selection`, from what the store holds.
@@ -158,6 +165,12 @@ struct RunRows {
     sides: crate::build::SideResults,
     monitors: Vec<benchlab_store::MonitorRow>,
     monitor_series: MonitorSeries,
+    /// The until-decided design's verdicts and cost (none for a run of
+    /// the fixed design).
+    decisions: Vec<benchlab_core::decision::ComparisonDecision>,
+    design: Option<benchlab_core::decision::DesignSummary>,
+    stack_recordings: Vec<benchlab_store::StackRecordingRow>,
+    stack_profiles: Vec<benchlab_store::StackProfileRow>,
 }
 
 /// The monitor samples a report draws, by (point id, repetition, host).
@@ -169,7 +182,10 @@ fn read_run(store: &Store, run_id: i64) -> Result<StoredRun, LoadError> {
     let run = store.run(run_id)?;
     let reading = store.reading(run_id)?;
     if reading.as_ref().is_none_or(|r| r.version < READING_VERSION) {
-        return Err(LoadError::NotUpgraded(run_id));
+        return Err(LoadError::NotUpgraded {
+            run: run_id,
+            command: benchlab_store::upgrade_command(store.target()),
+        });
     }
     let configurations = store.configurations(run_id)?;
     let events = store.events(run_id)?;
@@ -226,6 +242,10 @@ fn read_run(store: &Store, run_id: i64) -> Result<StoredRun, LoadError> {
             sides,
             monitors,
             monitor_series,
+            decisions: store.decisions(run_id)?,
+            design: store.design_summary(run_id)?,
+            stack_recordings: store.stack_recordings(run_id)?,
+            stack_profiles: store.stack_profiles(run_id)?,
         }),
     })
 }
@@ -263,6 +283,7 @@ fn build_run(stored: StoredRun) -> Result<RunReport, LoadError> {
         &rows.samples,
         &rows.hosts,
         &notes,
+        &rows.decisions,
     );
     r.settings = settings_changed(&rows.plan, rows.setting_changes);
     r.services = crate::build::services(&r.configurations, rows.services);
@@ -291,6 +312,19 @@ fn build_run(stored: StoredRun) -> Result<RunReport, LoadError> {
         series: &rows.monitor_series,
         operation_rates: &operation_rates,
     });
+    r.design = rows.design;
+    r.stacks = crate::stacks::build(&crate::stacks::Source {
+        plan: &rows.plan,
+        points: &rows.points,
+        samples: &rows.samples,
+        configurations: &configurations,
+        recordings: &rows.stack_recordings,
+        profiles: &rows.stack_profiles,
+    });
+    if !rows.decisions.is_empty() {
+        r.decisions =
+            crate::build::decisions(&rows.decisions, &rows.plan, &configurations, &rows.points);
+    }
     r.latency = crate::build::latency_views(
         &rows.points,
         &rows.samples,

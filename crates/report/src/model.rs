@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use benchlab_core::decision::{Decided, DesignSummary};
 use benchlab_core::setting::ChangeStatus;
 use benchlab_core::study::Selection;
 use benchlab_core::{Better, Value};
@@ -62,9 +63,20 @@ pub struct Advantage {
     /// % advantage of the quoted figures, as the seeds compute it:
     /// (A − B)/B for higher-is-better, (B − A)/B for lower-is-better.
     pub pct: f64,
-    /// The comparison of all repetitions (CI and verdict), when both sides
-    /// have at least two.
+    /// The comparison of all repetitions (Fieller's interval, the rank
+    /// test), when both sides have at least two. Its `verdict` is the
+    /// retired ±1 % band's, kept for readers of older JSON; reports judge
+    /// by `decided`.
     pub comparison: Option<stats::Comparison>,
+    /// The sequential rule's verdict on this advantage: the run's stored
+    /// decision (until-decided design), or the rule's one look at the
+    /// repetitions there are (a fixed design, an older run, a comparison
+    /// of runs). Its interval, margin and repetitions are in
+    /// [`RunReport::decisions`]. `None` where no verdict is possible
+    /// (fewer than two units: one repetition, one block each, a published
+    /// figure, an Average row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
 }
 
 /// One row of a table.
@@ -219,6 +231,10 @@ pub struct RunReport {
     /// The order the configurations ran in and why, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub order: String,
+    /// What `--only` left out of the study file, one line per kind
+    /// (`ran 2 of 4 configurations: left out …`); every header says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
     /// With an A/A control (`[study] control = true`): its comparisons
     /// with the first configuration, the machine against itself. The
     /// control is not a column of the tables.
@@ -266,6 +282,59 @@ pub struct RunReport {
     /// figures every rendering marks: not a virtualization measurement.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub emulated: Vec<Emulated>,
+    /// The until-decided design's cost and outcome (`None` for a run of
+    /// the fixed design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<DesignSummary>,
+    /// Every comparison's verdict under the sequential rule, the A/A
+    /// control's included: an until-decided run's as it stored them; for
+    /// a fixed design, an older run or a comparison of runs, the rule's
+    /// one look at the repetitions there are (docs/methods.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
+    /// The call-stack profiles (`stacks` in the study): each side's
+    /// folded stacks, what sampling cost, and what grew against the
+    /// first configuration.
+    #[serde(default, skip_serializing_if = "crate::stacks::StacksReport::is_empty")]
+    pub stacks: crate::stacks::StacksReport,
+}
+
+/// One comparison's verdict under the sequential rule: a configuration
+/// against the first at one point, on one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The compared configuration.
+    pub configuration: String,
+    /// Whether it is the A/A control (the first configuration repeated):
+    /// a better or worse verdict of it is a false positive of this run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control: bool,
+    /// The workload.
+    pub workload: String,
+    /// The point's label.
+    pub point: String,
+    /// The metric compared.
+    pub metric: String,
+    /// The verdict.
+    pub verdict: Decided,
+    /// Successful repetitions per side it rests on (the fewer of the two).
+    pub repetitions: u32,
+    /// The margin it was decided against, in percent.
+    pub margin_pct: f64,
+    /// The compared configuration's advantage, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advantage_pct: Option<f64>,
+    /// The interval of the advantage the sequential rule used (valid
+    /// under its repeated looks), in percent: its lower end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_lo_pct: Option<f64>,
+    /// Its upper end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_hi_pct: Option<f64>,
+    /// Undecided only: the smallest difference the data so far would
+    /// detect at 80 % power, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde_pct: Option<f64>,
 }
 
 /// A configuration whose figures came, in part, from emulated guests.
@@ -383,18 +452,15 @@ pub struct ControlComparison {
 }
 
 impl RunReport {
-    /// The A/A control's verdicts: (called better or worse, compared).
+    /// The A/A control's verdicts under the sequential rule: (called
+    /// better or worse, compared).
     pub fn control_false_positives(&self) -> (usize, usize) {
-        let compared: Vec<&stats::Comparison> = self
-            .control
+        let control: Vec<&Decision> = self.decisions.iter().filter(|d| d.control).collect();
+        let called = control
             .iter()
-            .filter_map(|c| c.advantage.as_ref()?.comparison.as_ref())
-            .collect();
-        let called = compared
-            .iter()
-            .filter(|c| matches!(c.verdict, stats::Verdict::Better | stats::Verdict::Worse))
+            .filter(|d| matches!(d.verdict, Decided::Better | Decided::Worse))
             .count();
-        (called, compared.len())
+        (called, control.len())
     }
 }
 
@@ -848,10 +914,11 @@ pub struct CrosscheckRow {
     pub n: (usize, usize),
     /// native mean / classic mean.
     pub ratio: f64,
-    /// Its 95 % interval (Fieller's, for the ratio of means), when both
-    /// sides have two repetitions or more and it is bounded.
+    /// The interval that decided, as a ratio (90 % for `agree`, 95 %
+    /// else), when both sides have two repetitions or more and it is
+    /// bounded.
     pub ci: Option<(f64, f64)>,
-    /// `agree`: the interval lies within ±noise of 1; `disagree`: it
-    /// excludes that band; `inconclusive`; `too few repetitions`.
+    /// `agree` (equivalent within the native metric's margin), `DISAGREE`
+    /// (beyond it), `undecided (±X%)` (X: the difference it could detect), `too few repetitions`.
     pub verdict: String,
 }

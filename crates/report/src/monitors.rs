@@ -28,26 +28,32 @@ pub const MAX_DIFFERENCES: usize = 3;
 impl MonitorDifference {
     /// `split-cpus: CPU 1 in softirq 38 % vs 4 % (baseline)`.
     pub fn sentence(&self) -> String {
-        let f = |v: f64| {
-            if self.unit == "%" {
-                format!("{v:.0} %")
-            } else {
-                format!("{}{}", fmt_rate(v), self.unit)
-            }
-        };
-        format!(
-            "{}: {} {} vs {} ({})",
-            self.configuration,
-            self.what,
-            f(self.value),
-            f(self.baseline_value),
-            self.baseline
-        )
+        sentence(self, &self.configuration, &self.baseline)
     }
 
     /// Where: `workload · point · host`.
     pub fn place(&self) -> String {
         format!("{} · {} · {}", self.workload, self.point, self.host)
+    }
+}
+
+/// [`MonitorDifference::sentence`] with the configurations named as
+/// given (the document marks them).
+pub fn sentence(d: &MonitorDifference, configuration: &str, baseline: &str) -> String {
+    {
+        let f = |v: f64| {
+            if d.unit == "%" {
+                format!("{v:.0} %")
+            } else {
+                format!("{}{}", fmt_rate(v), d.unit)
+            }
+        };
+        format!(
+            "{configuration}: {} {} vs {} ({baseline})",
+            d.what,
+            f(d.value),
+            f(d.baseline_value),
+        )
     }
 }
 
@@ -79,26 +85,21 @@ pub struct Source<'a> {
 /// monitors, its configuration there) under the column's label, the
 /// differences against the first column.
 pub fn columns(cols: &[(String, &MonitorReport, &str)]) -> MonitorReport {
+    use crate::compare::relabelled;
     let mut r = MonitorReport::default();
     for (label, m, config) in cols {
-        r.points.extend(
-            m.points
-                .iter()
-                .filter(|p| p.configuration == *config)
-                .map(|p| MonitorPoint {
-                    configuration: label.clone(),
-                    ..p.clone()
-                }),
-        );
-        r.charts.extend(
-            m.charts
-                .iter()
-                .filter(|v| v.configuration == *config)
-                .map(|v| SeriesView {
-                    configuration: label.clone(),
-                    ..v.clone()
-                }),
-        );
+        r.points.extend(relabelled(
+            &m.points,
+            config,
+            label,
+            |x: &mut MonitorPoint| &mut x.configuration,
+        ));
+        r.charts.extend(relabelled(
+            &m.charts,
+            config,
+            label,
+            |x: &mut SeriesView| &mut x.configuration,
+        ));
     }
     if let Some((base, ..)) = cols.first() {
         r.differences = differences(&r.points, base);
@@ -569,77 +570,8 @@ pub fn table_rows(r: &MonitorReport, workload: &str) -> Vec<Vec<String>> {
     rows
 }
 
-/// The workloads with monitors, in order of appearance.
-fn workloads(r: &MonitorReport) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for m in &r.points {
-        if !out.contains(&m.workload.as_str()) {
-            out.push(&m.workload);
-        }
-    }
-    out
-}
-
 /// What the table's columns mean, in one paragraph.
 pub const LEGEND: &str = "Means over each point's repetitions, from the first sample to the last of each (set-up and collection included). busy: all CPU time but idle and iowait, per CPU in CPU order; the modes as shares of all CPUs' time. NIC: every interface of the host's network namespace; disk: every block device that completed a request. Per operation: all CPUs' busy time, context switches and interrupts of the host divided by the point's operation rate (transactions, requests, operations per second); intr/MB: interrupts per MB moved by the interfaces and disks.";
-
-/// The monitors as text (Markdown with `md`): per workload its table,
-/// then the differences.
-pub fn text(r: &MonitorReport, md: bool, out: &mut String) {
-    if r.is_empty() {
-        return;
-    }
-    for w in workloads(r) {
-        let rows = table_rows(r, w);
-        if md {
-            let _ = writeln!(out, "## System monitors: {w}\n");
-            crate::format::write_md_table(out, &rows);
-            out.push('\n');
-        } else {
-            let _ = writeln!(out, "\nSystem monitors: {w}");
-            crate::format::write_aligned(out, &rows, "  ", true);
-        }
-        differences_text(r, w, md, out);
-    }
-    if md {
-        let _ = writeln!(out, "{LEGEND}\n");
-    } else {
-        let _ = writeln!(out, "  {LEGEND}");
-    }
-}
-
-fn differences_text(r: &MonitorReport, workload: &str, md: bool, out: &mut String) {
-    let mine: Vec<&MonitorDifference> = r
-        .differences
-        .iter()
-        .filter(|d| d.workload == workload)
-        .collect();
-    if mine.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "{}Where configurations differ:{}",
-        if md { "" } else { "  " },
-        if md { "\n" } else { "" }
-    );
-    for d in mine {
-        let _ = writeln!(
-            out,
-            "{}{} — {}",
-            if md { "- " } else { "  - " },
-            d.place(),
-            d.sentence()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{}({}){}",
-        if md { "\n" } else { "  " },
-        rule(),
-        if md { "\n" } else { "" }
-    );
-}
 
 /// One workload's monitors in HTML: its table, the differences and the
 /// per-second CPU charts (drawn by `chart`, the report's time-series

@@ -201,15 +201,6 @@ pub fn rows(v: &CurveView) -> Vec<Vec<String>> {
     out
 }
 
-/// The pair table with A and B marked where they ran on emulated guests.
-pub fn marked_rows(report: &crate::model::RunReport, v: &CurveView) -> Vec<Vec<String>> {
-    let mut rows = rows(v);
-    for r in rows.iter_mut().skip(1) {
-        crate::emulated::relabel(report, &mut r[1..3]);
-    }
-    rows
-}
-
 /// The pair table's caption.
 pub fn caption(v: &CurveView) -> String {
     format!(
@@ -217,24 +208,6 @@ pub fn caption(v: &CurveView) -> String {
         views::caption(&v.workload, &v.fixed),
         v.title
     )
-}
-
-/// The pair table as text (Markdown with `md`), when the study declares
-/// pairs among the curve's lines.
-pub fn text(report: &crate::model::RunReport, v: &CurveView, md: bool, out: &mut String) {
-    use std::fmt::Write;
-    if v.pairs.is_empty() {
-        return;
-    }
-    let rows = marked_rows(report, v);
-    if md {
-        let _ = writeln!(out, "### {}\n", caption(v));
-        crate::format::write_md_table(out, &rows);
-        out.push('\n');
-    } else {
-        let _ = writeln!(out, "\n{}", caption(v));
-        crate::format::write_aligned(out, &rows, "  ", true);
-    }
 }
 
 #[cfg(test)]

@@ -301,39 +301,6 @@ pub fn summary_rows(v: &SeriesView) -> Vec<Vec<String>> {
     rows
 }
 
-/// Every series view's summary as text (Markdown with `md`): the charts
-/// are the HTML's.
-pub fn text(report: &crate::model::RunReport, md: bool, out: &mut String) {
-    use std::fmt::Write;
-    for v in &report.series {
-        let what = format!(
-            "{} (per {}; the HTML report draws it)",
-            caption(report, v),
-            if v.x_unit == "s" { "interval" } else { "entry" }
-        );
-        let rows = summary_rows(v);
-        if md {
-            let _ = writeln!(out, "## {what}\n");
-            crate::format::write_md_table(out, &rows);
-            out.push('\n');
-        } else {
-            let _ = writeln!(out, "\n{what}");
-            crate::format::write_aligned(out, &rows, "  ", true);
-        }
-    }
-}
-
-/// The caption of a view: `latencytest-1-broker · direct: One-way latency …`
-/// (the configuration marked when it ran on emulated guests).
-pub fn caption(report: &crate::model::RunReport, v: &SeriesView) -> String {
-    format!(
-        "{} · {}: {}",
-        v.workload,
-        report.label(&v.configuration),
-        v.title
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

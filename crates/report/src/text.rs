@@ -1,24 +1,43 @@
 //! The words every renderer shares: the legend of the tables and the
 //! methodology appendix, written once and laid out by each renderer.
 
-use benchlab_stats::{Drift, BOOTSTRAP_RESAMPLES, DEFAULT_NOISE_PCT, SIGNIFICANCE};
+use benchlab_stats::{Drift, BOOTSTRAP_RESAMPLES};
 
 use crate::format::selection_text;
-use crate::model::{RunReport, NOISE_PCT};
+use crate::model::RunReport;
 
 /// The legend of the tables: what a figure is, what ± means, how an
 /// advantage is computed and what its marks say.
 pub fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}; ± is the half-width of its confidence interval. Advantage over `{}`: (A−B)/B when higher is better, (B−A)/B when lower is better; ≈ = no difference: the whole 95% CI of the difference lies within ±{NOISE_PCT}%; ~ = inconclusive: the CI straddles the ±{NOISE_PCT}% band (or is unbounded), or a Mann-Whitney test that could decide finds p > 0.05 — not evidence of no difference; n≈N after it = about N repetitions per side would likely decide, from the observed spread; † = called from the interval alone: too few repetitions for any rank test to reach p ≤ 0.05; ? = too few repetitions to tell.{}\n",
+        "Figures: {}, ± half its confidence interval. Advantage over `{}`: (A−B)/B, or (B−A)/B when lower is better. Verdicts ({}, 5% error rate): no mark = better or worse by more than ±{}; ≈ = equivalent within it; ~ = undecided; ? = too few repetitions.{}\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
+        if report.design.is_some() {
+            "the sequential rule, looking after every round"
+        } else {
+            "the sequential rule, one look at the repetitions run"
+        },
+        margins(report).trim_start_matches('±'),
         if drift_unknown(report) {
-            format!(" ‡ = {}: the configurations ran one after the other, so a difference between them may be drift over the run; at most inconclusive (run them in blocks, or with an A/A control).", Drift::Unknown.mark().unwrap_or_default())
+            format!(" ‡ = {}: the configurations ran one after the other, so a difference between them may be drift over the run; no verdict (run them in blocks, or with an A/A control).", Drift::Unknown.mark().unwrap_or_default())
         } else {
             String::new()
         }
     )
+}
+
+/// The margins the report's verdicts were judged against: `2%`, or
+/// `2% to 5% (by metric)`; the default when there is no verdict.
+pub fn margins(report: &RunReport) -> String {
+    let mut m: Vec<f64> = report.decisions.iter().map(|d| d.margin_pct).collect();
+    m.sort_by(f64::total_cmp);
+    m.dedup();
+    match m.as_slice() {
+        [] => format!("{}%", benchlab_stats::DEFAULT_MARGIN_PCT),
+        [x] => format!("{x}%"),
+        [lo, .., hi] => format!("{lo}% to {hi}% (by metric)"),
+    }
 }
 
 /// Whether any comparison of the report is marked [`Drift::Unknown`].
@@ -141,7 +160,15 @@ pub fn methodology(report: &RunReport) -> Vec<Labelled> {
     row(
         "Verdict",
         format!(
-            "better or worse only when the whole interval lies beyond the ±{DEFAULT_NOISE_PCT}% noise band (criterion.rs's rule) and a two-sided Mann-Whitney U test (exact for small samples, normal approximation with tie correction otherwise; Mann & Whitney 1947) does not contradict it at p ≤ {SIGNIFICANCE}; \"no difference\" needs the whole interval within the band; an interval that straddles it is inconclusive, with the repetitions per side that would likely decide; when no rank test can reach that p with so few repetitions the verdict is marked †; when the configurations ran in blocks, the drift between blocks is part of the interval (a two-level model with the block as the unit of replication: Hurlbert 1984; variance components by the analysis of variance, Searle, Casella & McCulloch 1992; Satterthwaite 1946), and with one block each and nothing to measure the drift by, the verdict is at most inconclusive (‡)"
+            "the sequential rule (benchlab_stats::SequentialRule): better or worse when the whole {}% interval of the advantage (when every figure is positive, the paired t interval of the units' log ratios, the mean log of A's repetitions minus B's; otherwise Fieller's over the units' means) lies beyond ±margin ({}), equivalent when the whole {}% interval lies within it (two one-sided tests, Schuirmann 1987), undecided otherwise; {}; units are rounds (the configurations alternating) or block pairs (ABBA blocks), so drift shared by a unit cancels; Lan & DeMets alpha spending (1983) keeps the error rate under repeated looks (docs/methods.md)",
+            100.0 * (1.0 - benchlab_stats::DEFAULT_ALPHA),
+            margins(report),
+            100.0 * (1.0 - 2.0 * benchlab_stats::DEFAULT_ALPHA),
+            if report.design.is_some() {
+                "looked at after every round until decided or the budget was spent"
+            } else {
+                "a fixed design: one look at the repetitions run"
+            }
         ),
     );
     row(

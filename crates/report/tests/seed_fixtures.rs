@@ -36,7 +36,12 @@ fn markdown_tables(md: &str) -> HashMap<String, (Vec<String>, Vec<Vec<String>>)>
             .collect()
     };
     for line in md.lines() {
-        if let Some(t) = line.strip_prefix("## ") {
+        // A table's title is a heading of any level.
+        if let Some(t) = line
+            .trim_start_matches('#')
+            .strip_prefix(' ')
+            .filter(|_| line.starts_with('#'))
+        {
             title = Some(t.to_string());
         } else if line.starts_with('|') {
             let Some(t) = &title else { continue };
@@ -229,6 +234,7 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         hosts: Vec::new(),
         repetition_rule: String::new(),
         order: String::new(),
+        left_out: Vec::new(),
         control: Vec::new(),
         settings: Vec::new(),
         events: Vec::new(),
@@ -238,6 +244,9 @@ fn appendix_d_report(linux: &str, windows: &str, configuration: &str) -> RunRepo
         series: Vec::new(),
         monitors: Default::default(),
         emulated: Vec::new(),
+        design: None,
+        decisions: Vec::new(),
+        stacks: Default::default(),
         views: Vec::new(),
         notes: Vec::new(),
         steps: Vec::new(),

@@ -1,16 +1,21 @@
-//! Issue 13: "no difference" only when the whole interval lies inside the
-//! noise band; an interval merely too wide is *inconclusive*, in every
-//! renderer and in the headline findings, with the repetitions that would
-//! likely decide.
+//! Issues 13 and 36: a table's verdicts are the sequential rule's (here a
+//! fixed design's one look): *equivalent* only when the whole interval
+//! lies inside ±margin; an interval merely too wide is *undecided*, with
+//! the difference its data could detect, in every renderer and in the
+//! headline findings — never "no difference".
 
+use benchlab_core::decision::Decided;
 use benchlab_core::plan::RunOptions;
 use benchlab_core::study::Selection;
 use benchlab_core::Better;
-use benchlab_report::figures::advantages;
-use benchlab_report::model::{Cell, Row, Table};
+use benchlab_report::figures::{advantages, judge};
+use benchlab_report::model::{Cell, Decision, Row, Table};
 use benchlab_report::{html, render, Format, RunReport};
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, RunRow, RunStatus};
+
+/// The margin of these tables, in percent (the default).
+const MARGIN: f64 = 2.0;
 
 fn cell(values: &[f64]) -> Option<Cell> {
     let s = stats::summarize(values).unwrap();
@@ -26,13 +31,38 @@ fn cell(values: &[f64]) -> Option<Cell> {
 /// One table, two configurations, lower is better: each row's
 /// (baseline, other) repetitions.
 fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
+    let mut decisions = Vec::new();
     let rows = rows
         .iter()
         .map(|(label, base, other)| {
             let cells = vec![cell(base), cell(other)];
+            let mut advantages = advantages(&cells, stats::Better::Lower);
+            let j = judge(
+                cells[1].as_ref().unwrap(),
+                cells[0].as_ref().unwrap(),
+                stats::Better::Lower,
+                MARGIN,
+            );
+            if let (Some(a), Some(j)) = (advantages[0].as_mut(), j) {
+                a.decided = Some(j.verdict);
+                decisions.push(Decision {
+                    configuration: "pinned".into(),
+                    control: false,
+                    workload: "pingpong".into(),
+                    point: format!("protocol={label}"),
+                    metric: "rtt_half_stddev_us".into(),
+                    verdict: j.verdict,
+                    repetitions: j.repetitions,
+                    margin_pct: MARGIN,
+                    advantage_pct: Some(j.advantage_pct),
+                    ci_lo_pct: j.ci_pct.map(|c| c.0),
+                    ci_hi_pct: j.ci_pct.map(|c| c.1),
+                    mde_pct: j.mde_pct,
+                });
+            }
             Row {
                 label: label.to_string(),
-                advantages: advantages(&cells, stats::Better::Lower),
+                advantages,
                 cells,
             }
         })
@@ -85,10 +115,14 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
         series: Vec::new(),
         monitors: Default::default(),
         emulated: Vec::new(),
+        design: None,
+        decisions,
+        stacks: Default::default(),
         failures: Vec::new(),
         hosts: Vec::new(),
         repetition_rule: "a fixed 3 repetition(s) per point".into(),
         order: String::new(),
+        left_out: Vec::new(),
         control: Vec::new(),
         settings: Vec::new(),
         events: Vec::new(),
@@ -101,68 +135,68 @@ fn report(rows: &[(&str, &[f64], &[f64])]) -> RunReport {
 }
 
 /// The demo's jitter: 25.8 µs unpinned (spread 3 … 49) against 2.7 µs
-/// pinned, 3 repetitions each. The interval is unbounded: inconclusive,
-/// never "no difference", in every format.
+/// pinned, 3 repetitions each. The interval is far too wide: undecided,
+/// with the difference the data could detect, never "no difference" nor
+/// "equivalent", in every format.
 #[test]
-fn demo_jitter_is_inconclusive_everywhere() {
+fn demo_jitter_is_undecided_everywhere() {
     let r = report(&[("tcp", &[3.0, 25.8, 48.6], &[2.6, 2.7, 2.8])]);
     let adv = r.tables[0].rows[0].advantages[0].as_ref().unwrap();
-    let c = adv.comparison.as_ref().unwrap();
-    assert_eq!(c.verdict, stats::Verdict::Inconclusive);
-    let n = c.repetitions_to_decide.unwrap();
+    assert_eq!(adv.decided, Some(Decided::Undecided));
+    let d = &r.decisions[0];
+    assert_eq!(d.repetitions, 3);
+    let mde = d
+        .mde_pct
+        .expect("an undecided verdict says what it could detect");
+    assert!(mde > 2.0, "{d:?}");
 
     let term = render(&r, Format::Table);
-    assert!(term.contains(&format!("89.53% ~ n≈{n}")), "{term}");
+    assert!(term.contains("89.53% ~"), "{term}");
     let md = render(&r, Format::Markdown);
-    assert!(md.contains(&format!("89.53% ~ n≈{n}")), "{md}");
-    assert!(md.contains("~ = inconclusive"), "{md}");
+    assert!(md.contains("89.53% ~"), "{md}");
+    assert!(md.contains("~ = undecided"), "{md}");
     let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json)).unwrap();
-    let jc = &json["tables"][0]["rows"][0]["advantages"][0]["comparison"];
-    assert_eq!(jc["verdict"], "inconclusive");
-    assert_eq!(jc["repetitions_to_decide"], n);
+    assert_eq!(
+        json["tables"][0]["rows"][0]["advantages"][0]["decided"],
+        "undecided"
+    );
+    assert_eq!(json["decisions"][0]["mde_pct"], mde);
     let csv = render(&r, Format::Csv);
+    let line = csv.lines().nth(2).unwrap();
     assert!(
-        csv.lines().nth(2).unwrap().ends_with(",inconclusive"),
+        line.contains(",undecided,2,3,") && line.ends_with(&format!(",{mde}")),
         "{csv}"
     );
     let page = html::render_html(&r);
     let findings = &page[page.find("Headline findings").unwrap()..];
     let findings = &findings[..findings.find("</ul>").unwrap()];
-    assert!(findings.contains("inconclusive in 1"), "{findings}");
     assert!(
-        findings.contains(&format!(
-            "about {n} repetitions per side would likely decide"
-        )),
+        findings.contains("undecided in 1 (+89.53%; could detect ±"),
         "{findings}"
     );
-    assert!(!findings.contains("no difference"), "{findings}");
-    assert!(
-        !findings.contains("no significant difference"),
-        "{findings}"
-    );
+    assert!(findings.contains("3 repetitions per side"), "{findings}");
+    for never in ["no difference", "equivalent", "no significant difference"] {
+        assert!(!findings.contains(never), "{findings}");
+    }
 }
 
-/// A difference whose whole interval lies inside ±1 % is "no difference"
-/// (≈), and the findings say so; no estimate is offered.
+/// A difference whose whole interval lies inside ±2 % is *equivalent*
+/// (≈), and the findings say so with the margin; no detectable effect is
+/// offered.
 #[test]
-fn an_interval_inside_the_band_is_no_difference() {
+fn an_interval_inside_the_margin_is_equivalent() {
     let r = report(&[(
         "udp",
         &[100.0, 100.1, 99.9, 100.0, 100.05, 99.95],
         &[100.02, 100.08, 99.92, 100.0, 100.03, 99.97],
     )]);
-    let c = r.tables[0].rows[0].advantages[0]
-        .as_ref()
-        .unwrap()
-        .comparison
-        .clone()
-        .unwrap();
-    assert_eq!(c.verdict, stats::Verdict::WithinNoise, "{c:?}");
-    assert_eq!(c.repetitions_to_decide, None);
+    let d = &r.decisions[0];
+    assert_eq!(d.verdict, Decided::Equivalent, "{d:?}");
+    assert_eq!(d.mde_pct, None);
     let md = render(&r, Format::Markdown);
     let row = md.lines().find(|l| l.starts_with("| udp")).unwrap();
     assert!(row.contains(" ≈") && !row.contains('~'), "{row}");
     let page = html::render_html(&r);
-    assert!(page.contains("no difference beyond ±1% in 1"));
-    assert!(!page.contains("inconclusive in"));
+    assert!(page.contains("equivalent within ±2% in 1"), "{page}");
+    assert!(!page.contains("undecided in"));
 }
