@@ -8,7 +8,8 @@ use benchlab_core::plan::{Plan, RunOptions, QUICK_SCALE};
 use benchlab_core::units::{format_duration, format_size};
 use benchlab_report::{load, RunSelection};
 
-use crate::open::{load_study, open_read, open_store, upgrade_store};
+use crate::open::{load_part, open_read, open_store, upgrade_store};
+use crate::StoreAction;
 
 use crate::{registry, runner, Cli, Command, EXIT_INTERRUPTED, EXIT_POINTS_FAILED};
 
@@ -93,10 +94,15 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             study,
             quick,
             scale,
+            only,
+            design,
             hosts,
         } => {
             let reg = registry();
-            let s = load_study(&study, &reg, &hosts)?;
+            let mut s = load_part(&study, &reg, &hosts, &only)?;
+            if let Some(d) = design {
+                s.set_design(d)?;
+            }
             crate::envcmd::check_profiles(&s)?;
             let opts = options(quick, scale)?;
             let plan = Plan::new(&s, &reg, opts);
@@ -111,6 +117,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 plan.units.len(),
                 format_duration(plan.expected_s(&plan.units))
             )?;
+            for line in s.left_out.lines() {
+                writeln!(std::io::stdout(), "  {line}")?;
+            }
             for w in &s.workloads {
                 let n: usize = benchlab_core::plan::planned_points(
                     w,
@@ -142,6 +151,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 }
             }
             writeln!(std::io::stdout(), "  order: {}", s.order_text())?;
+            for line in crate::design::check_lines(&s, &reg, opts) {
+                writeln!(std::io::stdout(), "{line}")?;
+            }
             for c in s.configurations.iter().filter(|c| !c.hosts.is_empty()) {
                 let moved: Vec<String> =
                     c.hosts.iter().map(|(a, b)| format!("{a} → {b}")).collect();
@@ -170,65 +182,50 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run {
             study,
             resume,
+            until_decided,
+            max_repetitions,
+            design,
             quick,
             scale,
             aa,
             restore_first,
+            only,
             hosts,
+            term,
         } => {
             let reg = registry();
-            // A run may make the store; an older run it resumes is
-            // upgraded first.
+            // A run may make the store; as the first writing command on
+            // an older store it upgrades it (an older run it resumes
+            // needs its plan).
             let mut store = open_store(&cli.db)?;
             upgrade_store(&store);
             let study = match resume {
                 Some(id) => benchlab_engine::stored_plan(&store, &reg, id)?.study,
                 None => {
                     let path = study.expect("clap requires a study without --resume");
-                    let mut s = load_study(&path, &reg, &hosts)?;
+                    let mut s = load_part(&path, &reg, &hosts, &only)?;
                     if aa {
                         s.add_control()?;
+                    }
+                    if let Some(d) = design {
+                        s.set_design(d)?;
                     }
                     crate::envcmd::check_profiles(&s)?;
                     s
                 }
             };
-            // One run at a time on this controller; then the study's own
-            // test bed, unless the user brought it up.
-            let _lock = benchlab_engine::RunLock::acquire(&study.file)?;
-            // A service whose user benchlab creates and whose study names
-            // no password gets one for this run (never stored or printed).
-            benchlab_engine::generate_passwords(&study)?;
-            let mut bed = match benchlab_testbed::study_testbed(&study.file, &study.text)? {
-                Some(spec) => {
-                    let b = benchlab_testbed::RunBed::bring_up(
-                        &spec,
-                        &benchlab_testbed::default_state_dir(),
-                    )?;
-                    eprintln!("benchlab: {}", b.note);
-                    Some(b)
-                }
-                None => None,
+            let action = match resume {
+                Some(id) if until_decided => runner::Action::UntilDecided(id, max_repetitions),
+                Some(id) => runner::Action::Resume(id),
+                None => runner::Action::Start(&study, options(quick, scale)?),
             };
-            let outcome = match resume {
-                Some(id) => runner::resume(&mut store, &reg, id, restore_first)?,
-                None => runner::start(
-                    &mut store,
-                    &reg,
-                    &study,
-                    options(quick, scale)?,
-                    restore_first,
-                )?,
-            };
-            if let Some(b) = bed.as_mut().filter(|b| b.owned()) {
-                if let Err(e) = b.take_down() {
-                    eprintln!(
-                        "benchlab: taking the test bed down: {e} (`benchlab restore` tries again)"
-                    );
-                }
-            }
+            let outcome = execute(&mut store, &reg, &study, action, restore_first, true)?;
             let report = load(&store, &RunSelection::Run(outcome.run_id))?;
-            let text = benchlab_report::render(&report, benchlab_report::Format::Table);
+            let text = benchlab_report::render_with(
+                &report,
+                benchlab_report::Format::Table,
+                term.layout(),
+            );
             std::io::stdout().write_all(text.as_bytes())?;
             eprintln!(
                 "benchlab: run {} {} (stored in {}; `benchlab show {}` prints it again{})",
@@ -250,11 +247,71 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 0
             })
         }
-        Command::List => {
-            // `list` is the one read command that makes a store (the
-            // read commands' errors point a user here).
+        Command::Bisect {
+            study,
+            repo,
+            good,
+            bad,
+            build,
+            builds,
+            key,
+            values,
+            metric,
+            margin,
+            rounds,
+            repetitions,
+            blocks,
+            resume,
+        } => {
+            let ask = match study {
+                Some(study) => Some(benchlab_bisect::Ask {
+                    study,
+                    key,
+                    metric,
+                    source: crate::bisect_cmd::SourceArgs {
+                        repo,
+                        good,
+                        bad,
+                        build,
+                        builds,
+                        values,
+                    }
+                    .source()?,
+                    margin_pct: margin,
+                    rounds,
+                    repetitions,
+                    blocks,
+                }),
+                None => None,
+            };
+            crate::bisect_cmd::bisect(&cli.db, crate::bisect_cmd::BisectArgs { ask, resume })
+        }
+        Command::Store {
+            action: StoreAction::Upgrade,
+        } => {
             let store = open_store(&cli.db)?;
-            upgrade_store(&store);
+            let runs = crate::open::upgrade_runs(&store)?;
+            writeln!(
+                std::io::stdout(),
+                "{}: schema version {}, {}",
+                store.target(),
+                store.schema_version()?,
+                if runs.is_empty() {
+                    "every run readable by this benchlab".to_string()
+                } else {
+                    format!(
+                        "upgraded run(s) {}",
+                        runs.iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            )?;
+            Ok(0)
+        }
+        Command::List => {
+            let store = open_read(&cli.db)?;
             let runs = store.runs()?;
             if runs.is_empty() {
                 writeln!(
@@ -298,12 +355,13 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             baseline,
             fail_on_regression,
             format,
+            term,
         } => crate::report_cmd::compare(
             &cli.db,
             &specs,
             baseline.as_deref(),
             fail_on_regression,
-            format.into(),
+            (format.into(), term.layout()),
         ),
         Command::Report {
             runs,
@@ -355,21 +413,121 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 },
             )
         }
-        Command::Show { run, format } => {
+        Command::Submit {
+            study,
+            every,
+            priority,
+            hosts,
+        } => crate::lab_cmd::submit(&cli.db, &study, every.as_deref(), priority, &hosts),
+        Command::Queue => crate::lab_cmd::queue(&cli.db),
+        Command::Cancel { id } => crate::lab_cmd::cancel(&cli.db, id),
+        Command::Worker {
+            name,
+            once,
+            max_entries,
+            until_empty,
+            lease,
+            poll,
+            hosts,
+        } => crate::lab_cmd::worker(
+            &cli.db,
+            &crate::lab_cmd::WorkerArgs {
+                name,
+                max_entries: if once { Some(1) } else { max_entries },
+                until_empty,
+                lease,
+                poll,
+                hosts,
+            },
+        ),
+        Command::Show { run, format, term } => {
             let store = open_read(&cli.db)?;
             let id = match run {
                 Some(id) => id,
                 None => store.latest_run()?.context("the store has no runs yet")?,
             };
             let report = load(&store, &RunSelection::Run(id))?;
-            let text = benchlab_report::render(&report, format.into());
+            let text = benchlab_report::render_with(&report, format.into(), term.layout());
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
     }
 }
 
-fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
+/// A new run with these options, or the resumption of a stored one.
+/// Runs a study as `benchlab run` does, for `run` and for a lab's worker
+/// alike: the controller's run lock, generated service passwords, the
+/// study's own test bed brought up and taken down, and the engine's run
+/// (journal, restore, every repetition committed as it finishes).
+pub(crate) fn execute(
+    store: &mut benchlab_store::Store,
+    reg: &benchlab_core::Registry,
+    study: &benchlab_core::study::Study,
+    what: runner::Action<'_>,
+    restore_first: bool,
+    by_hand: bool,
+) -> Result<benchlab_engine::Outcome> {
+    // One run at a time on this controller; then the study's own
+    // test bed, unless the user brought it up.
+    let _lock = benchlab_engine::RunLock::acquire(&study.file)?;
+    // A plain run leases its hosts in the store as a worker's claim
+    // does (a worker's are leased already): a host is in one run at a
+    // time across the lab, whoever started it.
+    let hold = if by_hand {
+        // A run that cannot be continued says so before its hosts are
+        // leased (a live run holds them: its own refusal is clearer).
+        match &what {
+            runner::Action::Resume(id) => benchlab_engine::refuse_reopen(store, *id, false)?,
+            runner::Action::UntilDecided(id, _) => {
+                benchlab_engine::refuse_reopen(store, *id, true)?
+            }
+            runner::Action::Start(..) => {}
+        }
+        Some(benchlab_lab::hold_by_hand(
+            store,
+            study,
+            &runner::interrupt_flag()?,
+        )?)
+    } else {
+        None
+    };
+    let result = run_in_bed(store, reg, study, what, restore_first);
+    if let Some(h) = hold {
+        h.end(store, &result)?;
+    }
+    result
+}
+
+/// [`execute`] once the run lock and the hosts are held.
+fn run_in_bed(
+    store: &mut benchlab_store::Store,
+    reg: &benchlab_core::Registry,
+    study: &benchlab_core::study::Study,
+    what: runner::Action<'_>,
+    restore_first: bool,
+) -> Result<benchlab_engine::Outcome> {
+    // A service whose user benchlab creates and whose study names
+    // no password gets one for this run (never stored or printed).
+    benchlab_engine::generate_passwords(study)?;
+    let mut bed = match benchlab_testbed::study_testbed(&study.file, &study.text)? {
+        Some(spec) => {
+            let b =
+                benchlab_testbed::RunBed::bring_up(&spec, &benchlab_testbed::default_state_dir())?;
+            eprintln!("benchlab: {}", b.note);
+            Some(b)
+        }
+        None => None,
+    };
+    let outcome = runner::run(store, reg, what, restore_first)?;
+    if let Some(b) = bed.as_mut().filter(|b| b.owned()) {
+        if let Err(e) = b.take_down() {
+            eprintln!("benchlab: taking the test bed down: {e} (`benchlab restore` tries again)");
+        }
+    }
+    Ok(outcome)
+}
+
+pub(crate) fn options(quick: bool, scale: Option<f64>) -> Result<RunOptions> {
     let scale = match (quick, scale) {
         (_, Some(s)) if !(s.is_finite() && s > 0.0) => {
             bail!("--scale must be a positive number, not {s}")

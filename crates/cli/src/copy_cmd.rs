@@ -25,7 +25,7 @@ pub(crate) fn copy(from: &Path, to: &Path, runs: &[i64]) -> Result<i32> {
             );
         }
     }
-    let src = crate::open::open_existing_store(from)?;
+    let src = crate::open::open_read(from)?;
     let dst = crate::open::open_store(to)?;
     let ids: Vec<i64> = if runs.is_empty() {
         let mut all = src.runs()?;

@@ -80,6 +80,15 @@ pub(crate) fn restore(study: Option<&Path>, hosts: &crate::HostArgs) -> Result<i
     }
     let Some(path) = study else {
         let dir = journal_dir();
+        // Another run on this host (another user's, a lab agent's) keeps
+        // its journals: they are its own to put back.
+        let live = benchlab_env::journal::settle(&dir, benchlab_env::journal::DYING_GRACE);
+        for j in &live {
+            println!(
+                "left alone: {} (a run in progress on this host holds it)",
+                j.display()
+            );
+        }
         let n = benchlab_env::journal::pending(&dir).len();
         if n == 0 {
             println!("nothing to restore: no journal in {}", dir.display());

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use benchlab_core::Better;
+use benchlab_report::history::ChangeKind;
 use benchlab_stats::{ChangePointOptions, Segmentation};
 
 use crate::registry;
@@ -39,6 +40,12 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     let store = crate::open::open_read(db)?;
     let h = benchlab_report::history::history(&store, &name, None, args.options)?;
     let runs = &h.group.runs;
+    // The first configuration of the series (the B of every verdict).
+    let base = h
+        .series
+        .first()
+        .map(|s| s.configuration.clone())
+        .unwrap_or_default();
     let o = &args.options;
     let mut out = String::new();
     writeln!(
@@ -104,22 +111,45 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
                     .change_pct
                     .map(|p| format!("{p:+.2} %, "))
                     .unwrap_or_default();
-                let judged = match (s.better, c.after_mean > c.before_mean) {
-                    (Better::Higher, true) | (Better::Lower, false) => "better",
-                    _ => "worse",
-                };
+                let kind = s.change_kind(c.before_mean, c.after_mean, c.change_pct);
                 write!(
                     out,
-                    "  ← change at run {run}: mean {:.*} → {:.*} ({pct}{judged}), p = {:.3}",
-                    s.decimals, c.before_mean, s.decimals, c.after_mean, c.p_value
+                    "  ← change at run {run}: mean {:.*} → {:.*} ({pct}{}), p = {:.3}",
+                    s.decimals,
+                    c.before_mean,
+                    s.decimals,
+                    c.after_mean,
+                    kind.text(s.margin_pct),
+                    c.p_value
                 )?;
-                if args.since.is_none_or(|since| run >= since) {
+                // A change within the margin is found and shown, but is
+                // not one that matters: it does not fail the gate.
+                if kind != ChangeKind::WithinMargin && args.since.is_none_or(|since| run >= since) {
                     counted.push((label.clone(), run));
+                }
+                if let Some(&(before, _)) = i.checked_sub(1).and_then(|p| s.values.get(p)) {
+                    let changed = versions_changed(
+                        &run_versions(&store, before)?,
+                        &run_versions(&store, run)?,
+                    );
+                    if !changed.is_empty() {
+                        write!(
+                            out,
+                            "\n      what changed from run {before}: {}",
+                            changed.join("; ")
+                        )?;
+                    }
+                    for command in bisect_commands(&store, before, run)? {
+                        write!(out, "\n      to find which version: {command}")?;
+                    }
                 }
             }
             writeln!(out)?;
         }
         writeln!(out, "  {}", verdict(seg, s.values.len(), o))?;
+        if let Some(v) = s.newest_text(&base) {
+            writeln!(out, "  {v}")?;
+        }
     }
     let newest = runs.last().copied().unwrap_or_default();
     writeln!(
@@ -153,6 +183,112 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The versions a run recorded: each host's kernel release (its
+/// inventory) and each managed service's version, by a name that says
+/// which.
+fn run_versions(
+    store: &benchlab_store::Store,
+    run: i64,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut v = std::collections::BTreeMap::new();
+    for h in store.hosts(run)? {
+        if let Some(k) = h.inventory["os"]["kernel_release"].as_str() {
+            v.insert(format!("host {} kernel", h.name), k.to_string());
+        }
+    }
+    for svc in store.services(run)? {
+        if let Some(ver) = svc.description["version"].as_str() {
+            v.insert(format!("service {} version", svc.name), ver.to_string());
+        }
+    }
+    Ok(v)
+}
+
+/// The `benchlab bisect` commands that would find which version made the
+/// change between runs `before` and `run`: for each guest host whose
+/// kernel changed, a bisection over the kernels from the one to the
+/// other (those fetched into the cache between them, and the two ends).
+/// Offered only where the bisection would be accepted: a study without
+/// configurations, with one workload, whose file is still there.
+fn bisect_commands(store: &benchlab_store::Store, before: i64, run: i64) -> Result<Vec<String>> {
+    let r = store.run(run)?;
+    let Ok(doc) = r.study_text.parse::<toml::Table>() else {
+        return Ok(Vec::new());
+    };
+    let workloads = doc
+        .get("workload")
+        .and_then(toml::Value::as_array)
+        .map_or(0, Vec::len);
+    if doc.contains_key("configuration") || workloads != 1 || !Path::new(&r.study_file).is_file() {
+        return Ok(Vec::new());
+    }
+    let guests: Vec<&str> = doc
+        .get("host")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|h| h.get("guest").is_some())
+        .filter_map(|h| h.get("name")?.as_str())
+        .collect();
+    let kernels = |id: i64| -> Result<std::collections::BTreeMap<String, String>> {
+        Ok(store
+            .hosts(id)?
+            .into_iter()
+            .filter_map(|h| {
+                let k = h.inventory["guest"]["kernel"].as_str()?.to_string();
+                Some((h.name, k))
+            })
+            .collect())
+    };
+    let (old, new) = (kernels(before)?, kernels(run)?);
+    let mut out = Vec::new();
+    for host in guests {
+        if let (Some(a), Some(b)) = (old.get(host), new.get(host)) {
+            if a != b {
+                out.push(format!(
+                    "benchlab bisect {} --key host.{host}.kernel --values {}",
+                    shell_word(&r.study_file),
+                    benchlab_guest::kernel::cached_between(a, b).join(",")
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `s` as one shell word.
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:=@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// What differs between two runs' versions, in words: `host sut kernel
+/// 6.1.0-47-amd64 → 6.1.0-50-amd64`.
+fn versions_changed(
+    before: &std::collections::BTreeMap<String, String>,
+    after: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, b) in before {
+        match after.get(name) {
+            Some(a) if a != b => out.push(format!("{name} {b} → {a}")),
+            None => out.push(format!("{name} {b} → (not recorded)")),
+            _ => {}
+        }
+    }
+    for (name, a) in after {
+        if !before.contains_key(name) {
+            out.push(format!("{name} (not recorded) → {a}"));
+        }
+    }
+    out
+}
+
 fn better_word(b: Better) -> &'static str {
     match b {
         Better::Higher => "higher",
@@ -184,5 +320,40 @@ fn verdict(seg: Option<&Segmentation>, n: usize, o: &ChangePointOptions) -> Stri
                 o.min_segment.max(2)
             ),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    fn versions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_change_point_names_the_versions_that_differ() {
+        let before = versions(&[
+            ("host sut kernel", "6.1.0-47-amd64"),
+            ("service web version", "nginx 1.22.1"),
+            ("service db version", "15.8"),
+        ]);
+        let after = versions(&[
+            ("host sut kernel", "6.1.0-50-amd64"),
+            ("service web version", "nginx 1.22.1"),
+            ("host gen kernel", "6.12.1"),
+        ]);
+        assert_eq!(
+            super::versions_changed(&before, &after),
+            [
+                "host sut kernel 6.1.0-47-amd64 → 6.1.0-50-amd64",
+                "service db version 15.8 → (not recorded)",
+                "host gen kernel (not recorded) → 6.12.1",
+            ]
+        );
+        assert!(super::versions_changed(&before, &before).is_empty());
     }
 }

@@ -1,11 +1,14 @@
 //! benchlab's command line. `main` parses the command, runs it, prints the
 //! whole error chain once and returns the exit code.
 
+mod bisect_cmd;
 mod commands;
 mod copy_cmd;
+mod design;
 mod envcmd;
 mod history_cmd;
 mod import_cmd;
+mod lab_cmd;
 mod open;
 mod progress;
 mod report_cmd;
@@ -87,6 +90,16 @@ impl From<FormatArg> for benchlab_report::Format {
     }
 }
 
+/// `--design NAME`: one of the designs a study file allows.
+fn parse_design(s: &str) -> Result<benchlab_core::study::DesignKind, String> {
+    benchlab_core::study::DesignKind::from_name(s).ok_or_else(|| {
+        format!(
+            "`{s}` is not a design (allowed: {})",
+            benchlab_core::study::DESIGNS.join(", ")
+        )
+    })
+}
+
 /// Where a study's hosts are, from outside the study: the same study file
 /// runs on this machine by default and on a lab's machines unchanged.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -102,6 +115,64 @@ pub(crate) struct HostArgs {
     pub(crate) host: Vec<String>,
 }
 
+/// Part of a study: `--only configuration=A,B --only workload=W`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct OnlyArgs {
+    /// Run only these configurations or workloads of the study, by name:
+    /// configuration=NAME[,NAME…] or workload=NAME[,NAME…] (repeatable).
+    /// The plan keeps the study's order for what remains; the report says
+    /// what was left out.
+    #[arg(long = "only", value_name = "KEY=NAME,…")]
+    pub(crate) only: Vec<String>,
+}
+
+/// How the terminal summary is laid out (`run`, `show`, `compare`).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub(crate) struct TermArgs {
+    /// Also print the detail: monitors, time series, pairs, matrices,
+    /// notes (the reports hold it all).
+    #[arg(long)]
+    pub(crate) verbose: bool,
+    /// Lay the text out for this many columns (default: the terminal's,
+    /// kept within 80–120; 100 on a pipe).
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(20..))]
+    pub(crate) width: Option<u16>,
+}
+
+impl TermArgs {
+    /// The terminal writer's layout for standard output.
+    pub(crate) fn layout(self) -> benchlab_report::Layout {
+        use benchlab_report::terminal::{MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH};
+        let width = match self.width {
+            Some(w) => usize::from(w),
+            None => terminal_columns()
+                .map(|c| c.clamp(MIN_WIDTH, MAX_WIDTH))
+                .unwrap_or(PIPE_WIDTH),
+        };
+        benchlab_report::Layout {
+            width,
+            verbose: self.verbose,
+        }
+    }
+}
+
+/// The columns of the terminal on standard output; `None` on a pipe.
+fn terminal_columns() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which outlives the call.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run a study file (or resume an interrupted run) and print its tables.
@@ -110,9 +181,25 @@ enum Command {
         #[arg(required_unless_present = "resume")]
         study: Option<PathBuf>,
         /// Continue run RUN_ID with its first missing repetition.
-        #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["study", "quick", "scale"])]
+        #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["study", "quick", "scale", "only"])]
         resume: Option<i64>,
-        /// Trial run: one repetition per point, times × 0.05.
+        /// With --resume: add rounds to the run's undecided points under
+        /// the same sequential rule (a run of either design), until every
+        /// comparison is decided or its budget is spent.
+        #[arg(long, requires = "resume")]
+        until_decided: bool,
+        /// With --until-decided: raise the cap on repetitions per point and
+        /// configuration past the study's max_repetitions.
+        #[arg(long, value_name = "N", requires = "until_decided",
+              value_parser = clap::value_parser!(u32).range(2..=i64::from(benchlab_core::study::MAX_REPETITIONS)))]
+        max_repetitions: Option<u32>,
+        /// Run the study with this design whatever its file says: `fixed`
+        /// (its repetitions, as published) or `until-decided` (rounds until
+        /// every comparison is decided or the budget is spent).
+        #[arg(long, value_name = "DESIGN", value_parser = parse_design, conflicts_with = "resume")]
+        design: Option<benchlab_core::study::DesignKind>,
+        /// Trial run: one repetition per point (the fixed design), times ×
+        /// 0.05.
         #[arg(long)]
         quick: bool,
         /// Multiply every duration, warm-up and quiesce by this factor.
@@ -128,7 +215,11 @@ enum Command {
         #[arg(long)]
         restore_first: bool,
         #[command(flatten)]
+        only: OnlyArgs,
+        #[command(flatten)]
         hosts: HostArgs,
+        #[command(flatten)]
+        term: TermArgs,
     },
     /// Undo every setting a crashed run left changed, from its on-disk
     /// journal: on this host, or on every host of a study.
@@ -174,11 +265,23 @@ enum Command {
         /// As `run --scale`.
         #[arg(long, value_name = "FACTOR")]
         scale: Option<f64>,
+        /// As `run --design`.
+        #[arg(long, value_name = "DESIGN", value_parser = parse_design)]
+        design: Option<benchlab_core::study::DesignKind>,
+        #[command(flatten)]
+        only: OnlyArgs,
         #[command(flatten)]
         hosts: HostArgs,
     },
     /// List the runs in the store.
     List,
+    /// Make or upgrade the store: the one command besides writing ones
+    /// (`run`, `import` …) that changes a store's schema or resolves what
+    /// an older benchlab stored; reading commands never do.
+    Store {
+        #[command(subcommand)]
+        action: StoreAction,
+    },
     /// Show a run's tables (the newest run by default).
     Show {
         /// Run id.
@@ -186,6 +289,8 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: FormatArg,
+        #[command(flatten)]
+        term: TermArgs,
     },
     /// Compare configurations of stored runs side by side: points matched
     /// by workload and parameters, % advantage over the baseline with its
@@ -205,6 +310,8 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: FormatArg,
+        #[command(flatten)]
+        term: TermArgs,
     },
     /// The stored runs of one study as series (one per table row, metric
     /// and configuration), with the change points found in each
@@ -227,6 +334,63 @@ enum Command {
         /// Fewest runs on either side of a change (at least 2).
         #[arg(long, value_name = "RUNS", default_value_t = benchlab_stats::ChangePointOptions::default().min_segment)]
         min_segment: usize,
+    },
+    /// Find the first version that made a study's figure worse: git
+    /// revisions built by a command (`--repo --good --bad --build`, the
+    /// study's workload running `{build}`), or the values of a study key
+    /// (`--key workload.NAME.PARAM --values GOOD,…,BAD`). Each step runs
+    /// the candidate beside the good bound in ABBA blocks, stored as runs
+    /// (see docs/bisect.md).
+    Bisect {
+        /// The study file: one or more workloads, no [[configuration]].
+        #[arg(required_unless_present = "resume")]
+        study: Option<PathBuf>,
+        /// A git repository whose revisions are bisected.
+        #[arg(long, value_name = "DIR", conflicts_with = "values")]
+        repo: Option<PathBuf>,
+        /// The good revision (before the change).
+        #[arg(long, value_name = "REV", requires = "repo")]
+        good: Option<String>,
+        /// The bad revision (after it).
+        #[arg(long, value_name = "REV", requires = "repo")]
+        bad: Option<String>,
+        /// The build command, run with `sh -c` in each version's own
+        /// directory; the workload's `{build}` is that directory.
+        #[arg(long, value_name = "COMMAND", requires = "repo")]
+        build: Option<String>,
+        /// Where the versions' directories go (default: under the state
+        /// directory, reused by later bisections of the repository).
+        #[arg(long, value_name = "DIR", requires = "repo")]
+        builds: Option<PathBuf>,
+        /// The key each version sets: workload.NAME.PARAM (with --repo:
+        /// default workload.NAME.build of the study's only workload).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// The key's values in order, good first, bad last.
+        #[arg(long, value_name = "V,V,…", value_delimiter = ',', requires = "key")]
+        values: Vec<String>,
+        /// The metric compared (default: the workload's first table
+        /// metric).
+        #[arg(long, value_name = "NAME")]
+        metric: Option<String>,
+        /// The smallest slowdown worth finding: good and bad closer than
+        /// this are "no difference".
+        #[arg(long, value_name = "PCT", default_value = "2%", value_parser = report_cmd::parse_pct)]
+        margin: f64,
+        /// Rounds of repetitions a step may run before it must decide.
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        rounds: u32,
+        /// Repetitions of each side per round (a multiple of --blocks).
+        #[arg(long, value_name = "N", default_value_t = 8)]
+        repetitions: u32,
+        /// ABBA blocks of each side per round: each block of the
+        /// candidate and the bound's block beside it are one unit of the
+        /// sequential verdict.
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        blocks: u32,
+        /// Go on with an interrupted bisection.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["study", "repo", "values", "key"])]
+        resume: Option<i64>,
     },
     /// Write a run's report (several runs or RUN:CONFIG columns: their
     /// comparison) as HTML, Markdown, JSON and CSV files.
@@ -293,6 +457,65 @@ enum Command {
         /// The runs to copy (default: every run that is not running).
         #[arg(value_name = "RUN")]
         runs: Vec<i64>,
+    },
+    /// Queue a study for the lab's workers (see docs/lab.md): it must
+    /// pass `benchlab check`; its text and lab file are stored, so later
+    /// edits of the files do not change what runs.
+    Submit {
+        /// The study file.
+        study: PathBuf,
+        /// Run it again this long after each start: N followed by s, m, h
+        /// or d (e.g. 1d), forming the series `benchlab history` reads.
+        #[arg(long, value_name = "DUR")]
+        every: Option<String>,
+        /// Higher runs first (default 0).
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = 0,
+            allow_negative_numbers = true
+        )]
+        priority: i64,
+        #[command(flatten)]
+        hosts: HostArgs,
+    },
+    /// List the lab's queue: queued, running (with the worker and its
+    /// heartbeat), finished, failed, parked and cancelled entries.
+    Queue,
+    /// Cancel a queued or running entry (a running one stops at its
+    /// worker's next heartbeat; its run stays resumable).
+    Cancel {
+        /// The entry's id (see `benchlab queue`).
+        id: i64,
+    },
+    /// Take studies from the queue of --db and run them, one at a time,
+    /// as `benchlab run` would, until stopped (see docs/lab.md).
+    Worker {
+        /// This worker's name in the queue (default HOST:PID).
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+        /// Take one entry (if any is due), then exit.
+        #[arg(long, conflicts_with = "max_entries")]
+        once: bool,
+        /// Exit after this many entries.
+        #[arg(long, value_name = "N")]
+        max_entries: Option<usize>,
+        /// Exit when nothing is queued or running any more, instead of
+        /// waiting for new entries.
+        #[arg(long)]
+        until_empty: bool,
+        /// Seconds a claim holds without a heartbeat: after it another
+        /// worker resumes the run (the heartbeat renews it every third).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+        lease: f64,
+        /// Seconds between looks at a queue with nothing due.
+        #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+        poll: f64,
+        /// A lab file of the hosts this worker may use (`[[host]]` tables):
+        /// it takes only entries whose every host is among them (default:
+        /// any host).
+        #[arg(long, value_name = "LAB")]
+        hosts: Option<PathBuf>,
     },
     /// Print this host's inventory (the system-configuration appendix).
     Inventory {
@@ -369,6 +592,16 @@ pub(crate) enum ProfileAction {
     /// Undo `profile apply` (and anything a crashed run left): same as
     /// `benchlab restore`.
     Revert,
+}
+
+/// `benchlab store …`
+#[derive(Subcommand)]
+enum StoreAction {
+    /// Create the store, or bring one written by an older benchlab up to
+    /// this one: its schema migrated, and each older run's plan, notes
+    /// and parsed figures resolved once, in one transaction per run,
+    /// marked in the run's events (`upgraded`).
+    Upgrade,
 }
 
 /// `benchlab testbed …`

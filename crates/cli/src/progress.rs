@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use benchlab_core::units::format_duration;
-use benchlab_engine::{Observer, RunStart, UnitInfo, UnitResult};
+use benchlab_engine::{Observer, RoundStart, RunStart, UnitInfo, UnitResult};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The time left in a run, learnt from what it has measured so far.
@@ -224,6 +224,20 @@ impl Observer for Printer {
 
     fn note(&mut self, text: &str) {
         eprintln!("benchlab: {text}");
+    }
+
+    fn round(&mut self, r: &RoundStart) {
+        // The last round's bar gives way to the next round's.
+        if let Some(p) = &mut self.progress {
+            p.finish();
+        }
+        eprintln!(
+            "benchlab: round {}: {} of {} point(s) undecided, about {}",
+            r.round + 1,
+            r.points,
+            r.rows,
+            format_duration(r.expected_s)
+        );
     }
 }
 

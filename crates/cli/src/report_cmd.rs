@@ -31,7 +31,7 @@ pub(crate) fn compare(
     specs: &[String],
     baseline: Option<&str>,
     fail_on_regression: Option<f64>,
-    format: benchlab_report::Format,
+    (format, layout): (benchlab_report::Format, benchlab_report::Layout),
 ) -> Result<i32> {
     let store = crate::open::open_read(db)?;
     let columns = specs
@@ -45,7 +45,7 @@ pub(crate) fn compare(
             "compare needs at least two columns: give two runs, or a run with two configurations"
         );
     }
-    let text = benchlab_report::render(&report, format);
+    let text = benchlab_report::render_with(&report, format, layout);
     std::io::stdout().write_all(text.as_bytes())?;
     if let Some(threshold) = fail_on_regression {
         let found = regressions(&report, threshold);

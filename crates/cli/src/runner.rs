@@ -32,41 +32,38 @@ pub(crate) fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     Ok(FLAG.get_or_init(|| flag).clone())
 }
 
-/// Starts a new run of a study, its progress printed on standard error.
-pub(crate) fn start(
-    store: &mut Store,
-    reg: &Registry,
-    study: &Study,
-    opts: RunOptions,
-    restore_first: bool,
-) -> Result<Outcome> {
-    let interrupt = interrupt_flag()?;
-    let mut printer = Printer::default();
-    benchlab_engine::Run {
-        store,
-        registry: reg,
-        interrupt: &interrupt,
-        observer: &mut printer,
-        restore_first,
-    }
-    .start(study, opts)
+/// What a run does once the engine holds the store.
+pub(crate) enum Action<'s> {
+    /// A new run of a study with these options.
+    Start(&'s Study, RunOptions),
+    /// Resume an unfinished run with its first missing repetition.
+    Resume(i64),
+    /// Add rounds to a stored run's undecided points (`--until-decided`),
+    /// up to the cap when given.
+    UntilDecided(i64, Option<u32>),
 }
 
-/// Resumes an unfinished run with its first missing repetition.
-pub(crate) fn resume(
+/// Runs `action` with the progress printed on standard error, under
+/// benchlab's sequential rule.
+pub(crate) fn run(
     store: &mut Store,
     reg: &Registry,
-    run_id: i64,
+    action: Action<'_>,
     restore_first: bool,
 ) -> Result<Outcome> {
     let interrupt = interrupt_flag()?;
     let mut printer = Printer::default();
-    benchlab_engine::Run {
+    let run = benchlab_engine::Run {
         store,
         registry: reg,
         interrupt: &interrupt,
         observer: &mut printer,
         restore_first,
+        rule: &benchlab_engine::Sequential::default(),
+    };
+    match action {
+        Action::Start(study, opts) => run.start(study, opts),
+        Action::Resume(id) => run.resume(id),
+        Action::UntilDecided(id, cap) => run.until_decided(id, cap),
     }
-    .resume(run_id)
 }

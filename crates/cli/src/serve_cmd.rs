@@ -1,6 +1,6 @@
-//! `benchlab serve`: the web UI over a store (upgraded once here, if an
-//! older benchlab wrote it, so that the pages read it without the
-//! registry of workloads).
+//! `benchlab serve`: the web UI over a store, which it opens read-only
+//! for each request (a store an older benchlab wrote is refused with the
+//! command that upgrades it, `benchlab store upgrade`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,16 +11,11 @@ use benchlab_serve::{Options, Server};
 /// The environment variable that may hold the token.
 pub(crate) const TOKEN_ENV: &str = "BENCHLAB_SERVE_TOKEN";
 
-/// The token: from `--token-file` (its first line) or the environment.
+/// The token: from `--token-file` (its first line; the file private to
+/// its owner) or the environment.
 fn token(file: Option<&Path>) -> Result<Option<String>> {
     if let Some(p) = file {
-        let text = std::fs::read_to_string(p)
-            .with_context(|| format!("--token-file {}: cannot read it", p.display()))?;
-        let t = text.lines().next().unwrap_or("").trim().to_string();
-        if t.is_empty() {
-            bail!("--token-file {}: the file is empty", p.display());
-        }
-        return Ok(Some(t));
+        return Ok(Some(benchlab_serve::load_token(p)?));
     }
     Ok(std::env::var(TOKEN_ENV)
         .ok()
@@ -60,9 +55,6 @@ pub(crate) fn serve(
     let (listen, name) = listen_address(listen)?;
     let mut allow_hosts = allow_host.to_vec();
     allow_hosts.extend(name);
-    if db.exists() {
-        crate::open::upgrade_store(&crate::open::open_store(db)?);
-    }
     let server = Server::bind(Options {
         db: db.to_path_buf(),
         listen,

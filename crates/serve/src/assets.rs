@@ -18,9 +18,12 @@ body{background:var(--bg);color:var(--fg);margin:0 auto;padding:0 1em 3em;max-wi
 a{color:var(--link)}
 header.top{display:flex;flex-wrap:wrap;align-items:center;gap:.3em 1.2em;border-bottom:1px solid var(--line);padding:.6em 0;margin-bottom:1em}
 header.top .brand{font-weight:700;text-decoration:none;color:var(--fg);display:flex;align-items:center;gap:.4em}
-header.top nav a{margin-right:1em;text-decoration:none}header.top nav a.here{font-weight:700;text-decoration:underline}
+header.top nav{display:flex;flex-wrap:wrap;row-gap:.3em}header.top nav a{margin-right:1em;text-decoration:none}header.top nav a.here{font-weight:700;text-decoration:underline}
 h1{font-size:1.5em;margin:.4em 0}h2{border-bottom:1px solid var(--line)}
 table{display:block;max-width:100%;overflow-x:auto;border-collapse:collapse}
+div.scroll>table{display:table;max-width:none;overflow:visible}
+div.scroll{background:linear-gradient(to left,var(--bg) 30%,transparent) right/3em 100% no-repeat local,radial-gradient(farthest-side at 100% 50%,rgba(0,0,0,.45),transparent) right/1em 100% no-repeat scroll}
+div.scroll th:first-child,div.scroll td:first-child{background:var(--bg)}div.scroll th:first-child{background:var(--head)}div.scroll tr.diff td:first-child{background:var(--diff)}
 th,td{border:1px solid var(--line)}th{background:var(--head)}
 td{overflow-wrap:normal}
 td.better{background:var(--better)}td.worse{background:var(--worse)}td.noise,td.inconclusive,.legend,.small{color:var(--muted)}
@@ -37,7 +40,9 @@ input,select,button{font:inherit;color:inherit;background:var(--bg);border:1px s
 button{background:var(--accent);color:#fff;border:0;padding:.35em .9em;cursor:pointer}
 .badge{display:inline-block;font-size:.75em;padding:0 .45em;border-radius:.8em;border:1px solid var(--line);color:var(--muted);margin-left:.3em;white-space:nowrap}
 .badge.trial{border-color:#e69f00;color:#b47a00}.badge.published{border-color:#cc79a7;color:#a04f84}
+.badge.change,.badge.failures{border-color:#d55e00;color:#b34700}
 .st-failed,.st-interrupted{color:#c0392b}.st-running{color:#0072b2}
+td.when{white-space:nowrap}
 .pager{display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center;margin:.8em 0}
 th a{text-decoration:none;color:inherit}th a.sorted{text-decoration:underline}
 #news{background:var(--diff);padding:.3em .6em;display:none}

@@ -5,16 +5,172 @@
 //! links to the runs on either side of each. Built by
 //! [`benchlab_report::history`], as the CLI's is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use benchlab_report::history::{history, is_better, History, HistoryError, Series};
+use benchlab_report::history::{history, ChangeKind, History, HistoryError, Series};
 use benchlab_report::html::esc;
 use benchlab_stats::ChangePointOptions;
-use benchlab_store::{RunStatus, Store};
+use benchlab_store::{RunRow, RunStatus, Store};
 
 use crate::http::{encode, Request, Response};
 use crate::layout::{page, Fail};
+
+/// How often the warmer looks for studies whose runs changed.
+const WARM_EVERY: Duration = Duration::from_secs(2);
+
+/// A study's runs as far as its history depends on them: (id, status).
+type RunsKey = Vec<(i64, RunStatus)>;
+
+/// One study's newest series, detected and drawn.
+struct Drawn {
+    /// The runs it was drawn from.
+    key: RunsKey,
+    /// The newest run in it.
+    newest: i64,
+    /// The page's body, or why there is none (status, message).
+    body: Result<Arc<String>, (u16, String)>,
+    /// The run at which each change starts: (series label, change in
+    /// percent, worse/better/within the margin).
+    changes: BTreeMap<i64, Vec<String>>,
+}
+
+/// The history pages of every study's newest series, drawn ahead of time.
+///
+/// A change-point search over a series of n runs costs O(n²) per
+/// permutation, and each run's report is loaded: 38 runs took 361 ms a
+/// page and 1,000 runs about 24 s of CPU. So a warmer thread draws each
+/// study's page whenever its runs change (checked every
+/// [`WARM_EVERY`]), and a request answers from what it drew. While a
+/// study's newer runs are being added, its previous page is served with a
+/// note saying so; a study never drawn yet (or another plan, `&plan=`) is
+/// drawn on request, as before.
+#[derive(Default)]
+pub(crate) struct Cache {
+    drawn: Mutex<HashMap<String, Arc<Drawn>>>,
+}
+
+/// Every study's runs, keyed for [`Cache`], from one read of the runs.
+fn keys(runs: &[RunRow]) -> BTreeMap<&str, RunsKey> {
+    let mut out: BTreeMap<&str, RunsKey> = BTreeMap::new();
+    for r in runs {
+        out.entry(r.study_name.as_str())
+            .or_default()
+            .push((r.id, r.status));
+    }
+    out
+}
+
+impl Cache {
+    fn get(&self, study: &str) -> Option<Arc<Drawn>> {
+        self.drawn.lock().unwrap().get(study).cloned()
+    }
+
+    /// Draws `study`'s newest series from `store` and keeps it.
+    fn draw(&self, store: &Store, study: &str, key: RunsKey) -> Arc<Drawn> {
+        let newest = key.iter().map(|k| k.0).max().unwrap_or(0);
+        let drawn = Arc::new(
+            match history(store, study, None, ChangePointOptions::default()) {
+                Ok(h) => Drawn {
+                    key,
+                    newest,
+                    changes: changes_by_run(&h),
+                    body: Ok(Arc::new(render(&h))),
+                },
+                Err(e) => Drawn {
+                    body: nothing_measured(study, &e, &key)
+                        .map(Arc::new)
+                        .ok_or_else(|| {
+                            let Fail(status, msg) = e.into();
+                            (status, msg)
+                        }),
+                    key,
+                    newest,
+                    changes: BTreeMap::new(),
+                },
+            },
+        );
+        self.drawn
+            .lock()
+            .unwrap()
+            .insert(study.to_string(), drawn.clone());
+        drawn
+    }
+
+    /// Draws every study whose runs changed since it was drawn, the
+    /// studies with the newest runs first.
+    fn warm(&self, store: &Store) -> Result<(), benchlab_store::StoreError> {
+        let runs = store.runs()?;
+        let mut studies: Vec<(&str, RunsKey)> = keys(&runs).into_iter().collect();
+        studies.sort_by_key(|(_, k)| std::cmp::Reverse(k.iter().map(|r| r.0).max()));
+        for (study, key) in studies {
+            if self.get(study).is_none_or(|d| d.key != key) {
+                self.draw(store, study, key);
+            }
+        }
+        Ok(())
+    }
+
+    /// The changes the drawn pages found, by the run each starts at (the
+    /// runs list flags them).
+    pub(crate) fn changes(&self) -> BTreeMap<i64, (String, Vec<String>)> {
+        let mut out = BTreeMap::new();
+        for (study, d) in self.drawn.lock().unwrap().iter() {
+            for (run, what) in &d.changes {
+                out.insert(*run, (study.clone(), what.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// Runs [`Cache::warm`] every [`WARM_EVERY`] on its own thread, with its
+/// own read-only connection, for as long as the server runs.
+pub(crate) fn start_warmer(cache: Arc<Cache>, db: &Path) {
+    let db = db.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("history-warmer".into())
+        .spawn(move || loop {
+            // A store that cannot be read now is tried again: the pages
+            // report its error themselves.
+            if let Ok(store) = Store::open_read_only(&db) {
+                let _ = cache.warm(&store);
+            }
+            std::thread::sleep(WARM_EVERY);
+        });
+    if let Err(e) = spawned {
+        eprintln!("benchlab serve: history pages will be drawn on request only: {e}");
+    }
+}
+
+/// Each change's first run, with the series and how it was judged.
+fn changes_by_run(h: &History) -> BTreeMap<i64, Vec<String>> {
+    let mut out: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for s in &h.series {
+        for c in s.segmentation.iter().flat_map(|g| &g.changes) {
+            let Some(&(run, _)) = s.values.get(c.index) else {
+                continue;
+            };
+            let kind = s.change_kind(c.before_mean, c.after_mean, c.change_pct);
+            out.entry(run).or_default().push(format!(
+                "{}: {}{}",
+                s.label(),
+                c.change_pct
+                    .map(|p| format!("{p:+.1} %, "))
+                    .unwrap_or_default(),
+                kind.text(s.margin_pct)
+            ));
+            if kind == ChangeKind::Worse {
+                // Worse first: what a reader of the list looks for.
+                out.get_mut(&run).unwrap().rotate_right(1);
+            }
+        }
+    }
+    out
+}
 
 impl From<HistoryError> for Fail {
     fn from(e: HistoryError) -> Fail {
@@ -26,35 +182,87 @@ impl From<HistoryError> for Fail {
     }
 }
 
-/// `/history` and `/history?study=NAME[&plan=FINGERPRINT]`.
-pub(crate) fn history_page(req: &Request, store: &Store) -> Result<Response, Fail> {
-    let Some(study) = req.param("study").filter(|s| !s.is_empty()) else {
-        return studies_page(store);
-    };
-    let plan = req.param("plan").filter(|s| !s.is_empty());
-    let h = match history(store, study, plan, ChangePointOptions::default()) {
-        Ok(h) => h,
-        Err(e) => {
-            let Fail(status, msg) = e.into();
-            let mut r = page(
-                "history",
-                "history",
-                &format!(
-                    "<h1>History</h1>\n<p class=\"err\" id=\"history-error\">{}</p>\n<p><a href=\"/history\">Every study</a></p>\n",
-                    esc(&msg)
-                ),
-            );
-            r.status = status;
-            return Ok(r);
-        }
-    };
-    Ok(page(&format!("history of {study}"), "history", &render(&h)))
+/// The error page of `/history?study=…`.
+fn history_error(status: u16, msg: &str) -> Response {
+    let mut r = page(
+        "history",
+        "history",
+        &format!(
+            "<h1>History</h1>\n<p class=\"err\" id=\"history-error\">{}</p>\n<p><a href=\"/history\">Every study</a></p>\n",
+            esc(msg)
+        ),
+    );
+    r.status = status;
+    r
 }
 
-/// `/history`: every study with its number of runs and a link.
-fn studies_page(store: &Store) -> Result<Response, Fail> {
+/// The page of a study that has runs but no completed measured one (only
+/// published figures, say): every page links a study to its history, so
+/// this is a page that says so, not a 404. None for other errors.
+fn nothing_measured(study: &str, e: &HistoryError, key: &RunsKey) -> Option<String> {
+    let HistoryError::NoMeasuredRun { left_out, .. } = e else {
+        return None;
+    };
+    Some(format!(
+        "<h1>History of {}</h1>\n<p id=\"history-none\">No series to draw: this study has no completed measured run ({}). Its runs: {}.</p>\n<p><a href=\"/history\">Every study</a></p>\n",
+        esc(study),
+        esc(left_out),
+        key.iter()
+            .map(|(r, _)| format!("<a href=\"/run/{r}\">{r}</a>"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// `/history` and `/history?study=NAME[&plan=FINGERPRINT]`.
+pub(crate) fn history_page(req: &Request, store: &Store, cache: &Cache) -> Result<Response, Fail> {
+    let Some(study) = req.param("study").filter(|s| !s.is_empty()) else {
+        return studies_page(store, cache);
+    };
+    let title = format!("history of {study}");
+    if let Some(plan) = req.param("plan").filter(|s| !s.is_empty()) {
+        // Another series than the newest: not drawn ahead.
+        return Ok(
+            match history(store, study, Some(plan), ChangePointOptions::default()) {
+                Ok(h) => page(&title, "history", &render(&h)),
+                Err(e) => {
+                    let Fail(status, msg) = e.into();
+                    history_error(status, &msg)
+                }
+            },
+        );
+    }
+    let runs = store.runs()?;
+    let key = keys(&runs).remove(study).unwrap_or_default();
+    let drawn = match cache.get(study) {
+        Some(d) if d.key == key || !key.is_empty() => d,
+        _ => cache.draw(store, study, key.clone()),
+    };
+    let body = match &drawn.body {
+        Ok(b) => b,
+        Err((status, msg)) => return Ok(history_error(*status, msg)),
+    };
+    if drawn.key == key {
+        return Ok(page(&title, "history", body));
+    }
+    // The warmer is adding the newer runs: this page until it has.
+    let changed = key.iter().filter(|k| !drawn.key.contains(k)).count();
+    let note = format!(
+        "<p class=\"note\" id=\"history-stale\">Drawn from the runs up to run {}; {changed} run{} of this study {} new or changed since, and the page is being drawn again: reload in a moment.</p>\n",
+        drawn.newest,
+        if changed == 1 { "" } else { "s" },
+        if changed == 1 { "is" } else { "are" },
+    );
+    Ok(page(&title, "history", &format!("{note}{body}")))
+}
+
+/// `/history`: every study with its number of runs, its change points
+/// (once its page is drawn) and a link.
+fn studies_page(store: &Store, cache: &Cache) -> Result<Response, Fail> {
+    let runs = store.runs()?;
+    let mut keys = keys(&runs);
     let mut studies: BTreeMap<String, (usize, usize, i64)> = BTreeMap::new();
-    for r in store.runs()? {
+    for r in &runs {
         let e = studies.entry(r.study_name.clone()).or_default();
         e.0 += 1;
         if r.status == RunStatus::Completed {
@@ -66,16 +274,33 @@ fn studies_page(store: &Store) -> Result<Response, Fail> {
     if studies.is_empty() {
         o.push_str("<p>This store has no runs yet.</p>\n");
     } else {
-        o.push_str("<table id=\"studies\"><thead><tr><th class=\"l\">study</th><th>runs</th><th>completed</th><th>newest run</th></tr></thead><tbody>\n");
-        for (name, (runs, done, newest)) in &studies {
+        o.push_str(&crate::layout::scroll("the studies"));
+        o.push_str("<table id=\"studies\"><thead><tr><th class=\"l\">study</th><th>runs</th><th>completed</th><th>newest run</th><th class=\"l\">change points</th></tr></thead><tbody>\n");
+        for (i, (name, (runs, done, newest))) in studies.iter().enumerate() {
+            let key = keys.remove(name.as_str()).unwrap_or_default();
+            let changes = match cache.get(name) {
+                Some(d) if d.key == key => {
+                    let n: usize = d.changes.values().map(Vec::len).sum();
+                    match (&d.body, n) {
+                        (Err(_), _) => "<td class=\"l\" data-drawn=\"yes\">none</td>".to_string(),
+                        (Ok(_), 0) => "<td class=\"l\" data-drawn=\"yes\">none</td>".to_string(),
+                        (Ok(_), n) => format!(
+                            "<td class=\"l\" data-drawn=\"yes\"><a class=\"badge change\" href=\"/history?study={}#changes\">{n} change point{}</a></td>",
+                            encode(name),
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    }
+                }
+                _ => "<td class=\"l\" data-drawn=\"no\">being drawn…</td>".to_string(),
+            };
             let _ = writeln!(
                 o,
-                "<tr><td class=\"l\"><a href=\"/history?study={}\">{}</a></td><td>{runs}</td><td>{done}</td><td><a href=\"/run/{newest}\">{newest}</a></td></tr>",
+                "<tr id=\"study-{i}\"><td class=\"l\"><a href=\"/history?study={}\">{}</a></td><td>{runs}</td><td>{done}</td><td><a href=\"/run/{newest}\">{newest}</a></td>{changes}</tr>",
                 encode(name),
                 esc(name)
             );
         }
-        o.push_str("</tbody></table>\n");
+        o.push_str("</tbody></table></div>\n");
     }
     Ok(page("history", "history", &o))
 }
@@ -142,21 +367,24 @@ fn render(h: &History) -> String {
             ) else {
                 continue;
             };
-            let judged = if is_better(s.better, c.before_mean, c.after_mean) {
-                "better"
-            } else {
-                "worse"
-            };
+            let judged = s
+                .change_kind(c.before_mean, c.after_mean, c.change_pct)
+                .text(s.margin_pct);
             let _ = writeln!(
                 changes,
-                "<li id=\"change-{i}-{k}\" data-run=\"{after}\"><a href=\"#trend-{i}\">{}</a>: change at run {after}, mean {} → {}{} ({judged}), p = {:.3}; <a href=\"/run/{before}\" id=\"change-{i}-{k}-before\">run {before}</a> before, <a href=\"/run/{after}\" id=\"change-{i}-{k}-after\">run {after}</a> after, <a href=\"/compare?c={before}&amp;c={after}\">compare them</a></li>",
+                "<li id=\"change-{i}-{k}\" data-run=\"{after}\"><a href=\"#trend-{i}\">{}</a>: change at run {after}, mean {} → {}{} ({judged}), p = {:.3}; <a href=\"/run/{before}\" id=\"change-{i}-{k}-before\">run {before}</a> before, <a href=\"/run/{after}\" id=\"change-{i}-{k}-after\">run {after}</a> after, <a href=\"/compare?c={b}&amp;c={a}&amp;base={b}#comparison\" id=\"change-{i}-{k}-compare\">compare them</a></li>",
                 esc(&s.label()),
                 fmt(c.before_mean, s.decimals),
                 fmt(c.after_mean, s.decimals),
                 c.change_pct
                     .map(|p| format!(", {p:+.1} %"))
                     .unwrap_or_default(),
-                c.p_value
+                c.p_value,
+                // This series' configuration in both runs, the run before
+                // the change as the baseline: the change reads as this
+                // page reads it (worse, better).
+                b = encode(&format!("{before}:{}", s.configuration)),
+                a = encode(&format!("{after}:{}", s.configuration)),
             );
         }
     }
@@ -213,7 +441,15 @@ fn verdict(s: &Series, h: &History) -> String {
             ),
         },
     };
-    format!("{better}; {what}")
+    let base = h
+        .series
+        .first()
+        .map(|s| s.configuration.as_str())
+        .unwrap_or_default();
+    match s.newest_text(base) {
+        Some(v) => format!("{better}; margin ±{}%; {what}; {v}", s.margin_pct),
+        None => format!("{better}; margin ±{}%; {what}", s.margin_pct),
+    }
 }
 
 /// A figure with its decimals and thousands grouped.

@@ -15,6 +15,8 @@ const NAV: &[(&str, &str, &str)] = &[
     ("history", "/history", "History"),
     ("compare", "/compare", "Compare"),
     ("hosts", "/hosts", "Hosts"),
+    ("queue", "/queue", "Queue"),
+    ("bisect", "/bisect", "Bisections"),
 ];
 
 /// A whole page: the header with the navigation (`here` marked), then
@@ -38,15 +40,42 @@ pub(crate) fn page(title: &str, here: &str, body: &str) -> Response {
     ))
 }
 
+/// Opens a container that scrolls a wide table sideways, with a shadow
+/// at the edge that has more and the first column kept in view (the
+/// report's `div.scroll`); focusable, so the keyboard scrolls it too.
+/// Close it with `</div>`.
+pub(crate) fn scroll(label: &str) -> String {
+    format!(
+        "<div class=\"scroll\" role=\"region\" tabindex=\"0\" aria-label=\"{}\">",
+        esc(label)
+    )
+}
+
 /// A page-level failure, with its status.
 #[derive(Debug)]
 pub(crate) struct Fail(pub(crate) u16, pub(crate) String);
+
+/// What a 500 page says when the store fails: the store's error names its
+/// user, host, port and database, which are for the operator's log, not
+/// for whoever asked.
+pub(crate) const STORE_FAILED: &str =
+    "the store could not answer just now (the server's log says why); try again later";
+
+/// A store failure: logged in full (redacted) on standard error, answered
+/// as a 500 that names nothing of the store.
+pub(crate) fn store_failed(what: &str, e: &dyn std::fmt::Display) -> Fail {
+    eprintln!(
+        "{}",
+        benchlab_core::redact::redact(&format!("benchlab serve: {what}: {e}"))
+    );
+    Fail(500, STORE_FAILED.to_string())
+}
 
 impl From<StoreError> for Fail {
     fn from(e: StoreError) -> Fail {
         match e {
             StoreError::NoRun(_) => Fail(404, e.to_string()),
-            other => Fail(500, other.to_string()),
+            other => store_failed("a store query failed", &other),
         }
     }
 }

@@ -24,10 +24,12 @@
 //! [`Request`] (see docs/serve.md and docs/security.md).
 
 mod assets;
+mod bisections;
 mod history;
 mod http;
 mod layout;
 mod pages;
+mod queue;
 mod runs;
 pub mod server;
 
@@ -80,6 +82,32 @@ pub enum ServeError {
         /// Why.
         source: benchlab_store::StoreError,
     },
+    /// The token file cannot be read.
+    #[error("--token-file {}: cannot read it: {source}", path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The token file grants a permission to group or others.
+    #[error(
+        "--token-file {}: the file is accessible by group or others (mode {mode:04o}); a token must be private: `chmod 600 {}`",
+        path.display(),
+        path.display()
+    )]
+    TokenExposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token file's first line is empty.
+    #[error("--token-file {}: the file is empty", path.display())]
+    TokenEmpty {
+        /// The file.
+        path: PathBuf,
+    },
     /// The address cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -107,12 +135,43 @@ pub fn check_access(listen: &SocketAddr, token: Option<&str>) -> Result<(), Serv
     }
 }
 
+/// Reads a token file: its first line, trimmed. Like the agents' key
+/// file, it must grant nothing to group or others (a token others can
+/// read lets them in; one they can write lets them choose it).
+pub fn load_token(path: &std::path::Path) -> Result<String, ServeError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let io = |source| ServeError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mode = f.metadata().map_err(io)?.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(ServeError::TokenExposed {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(io)?;
+    let t = text.lines().next().unwrap_or("").trim().to_string();
+    if t.is_empty() {
+        return Err(ServeError::TokenEmpty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(t)
+}
+
 /// What every connection shares.
 pub(crate) struct Shared {
     pub(crate) opts: Options,
     pub(crate) hosts: AllowedHosts,
     /// The content-security policy of every answer.
     pub(crate) csp: String,
+    /// The history pages, drawn ahead by a warmer thread.
+    pub(crate) histories: Arc<history::Cache>,
 }
 
 /// A bound server, not yet answering.
@@ -139,6 +198,7 @@ impl Server {
             shared: Arc::new(Shared {
                 hosts: AllowedHosts::new(&opts.allow_hosts),
                 csp: server::csp(&scripts, &styles),
+                histories: Arc::default(),
                 opts,
             }),
         })
@@ -151,6 +211,7 @@ impl Server {
 
     /// Answers connections until the process ends.
     pub fn run(self) -> std::io::Result<()> {
+        history::start_warmer(self.shared.histories.clone(), &self.shared.opts.db);
         server::run(self.listener, self.shared)
     }
 }
@@ -160,16 +221,17 @@ pub(crate) fn page(req: &Request, shared: &Shared) -> Response {
     let store = match Store::open_read_only(&shared.opts.db) {
         Ok(s) => s,
         Err(e) => {
-            return Response::error(
-                500,
-                &benchlab_core::redact::redact(&format!(
-                    "cannot open the store {}: {e}",
-                    benchlab_store::Target::from_path(&shared.opts.db)
-                )),
-            )
+            let what = format!(
+                "cannot open the store {} for {} {}",
+                benchlab_store::Target::from_path(&shared.opts.db),
+                req.method,
+                req.path
+            );
+            let layout::Fail(status, msg) = layout::store_failed(&what, &e);
+            return Response::error(status, &msg);
         }
     };
-    pages::route(req, &store)
+    pages::route(req, &store, &shared.histories)
 }
 
 /// Compares two tokens in time independent of where they differ.
@@ -198,6 +260,32 @@ mod tests {
         for bad in ["short", "0123456789 abcdef", "0123456789abcdef;x"] {
             assert!(check_access(&any, Some(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_token_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("token");
+        std::fs::write(&p, "0123456789abcdef0123\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o602] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = load_token(&p).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "--token-file {0}: the file is accessible by group or others (mode {mode:04o}); a token must be private: `chmod 600 {0}`",
+                    p.display()
+                )
+            );
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(load_token(&p).unwrap(), "0123456789abcdef0123");
+        std::fs::write(&p, "\n").unwrap();
+        assert!(load_token(&p)
+            .unwrap_err()
+            .to_string()
+            .ends_with("the file is empty"));
     }
 
     #[test]

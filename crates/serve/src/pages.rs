@@ -30,20 +30,24 @@ pub(crate) fn inline_blocks() -> (Vec<String>, Vec<String>) {
 }
 
 /// The answer to `req`.
-pub fn route(req: &Request, store: &Store) -> Response {
+pub(crate) fn route(req: &Request, store: &Store, histories: &crate::history::Cache) -> Response {
     let path = req.path.as_str();
     if let Some(file) = crate::assets::asset(path) {
         return file;
     }
     let result = match path {
-        "/" => crate::runs::runs_page(req, store),
+        "/" => crate::runs::runs_page(req, store, histories),
         "/api/runs" => crate::runs::runs_json(req, store),
-        "/history" | "/history/" => crate::history::history_page(req, store),
+        "/history" | "/history/" => crate::history::history_page(req, store, histories),
         "/compare" | "/compare/" => compare_page(req, store),
         "/hosts" | "/hosts/" => hosts_page(req, store),
+        "/queue" | "/queue/" => crate::queue::queue_page(store),
+        "/bisect" | "/bisect/" => crate::bisections::bisections_page(store),
         _ => {
             if let Some(rest) = path.strip_prefix("/run/") {
                 run_route(rest, store)
+            } else if let Some(rest) = path.strip_prefix("/bisect/") {
+                crate::bisections::bisection_page(rest, store)
             } else if let Some(file) = path.strip_prefix("/compare/") {
                 compare_download(file, req, store)
             } else if let Some(file) = path.strip_prefix("/hosts/") {
@@ -51,7 +55,9 @@ pub fn route(req: &Request, store: &Store) -> Response {
             } else {
                 Err(Fail(
                     404,
-                    format!("no page {path}: see / (runs), /history, /compare, /hosts"),
+                    format!(
+                        "no page {path}: see / (runs), /history, /compare, /hosts, /queue, /bisect"
+                    ),
                 ))
             }
         }
@@ -155,6 +161,7 @@ fn run_route(rest: &str, store: &Store) -> Result<Response, Fail> {
                 "<p><a href=\"/compare?c={id}\">Compare this run's configurations</a> · <a href=\"/hosts?a={id}\">Its hosts</a> · <a href=\"/history?study={}\">This study's history</a></p>",
                 encode(&run.study_name)
             );
+            o.push_str(&crate::bisections::run_note(store, id)?);
             o.push_str(&render_body(&report));
             Ok(page(&format!("run {id}: {}", run.study_name), "runs", &o))
         }
@@ -213,40 +220,93 @@ fn compare_query(req: &Request) -> String {
 fn compare_page(req: &Request, store: &Store) -> Result<Response, Fail> {
     let chosen = req.params("c");
     let base = req.param("base").unwrap_or("");
-    let mut o = String::from("<h1>Compare</h1>\n<form class=\"pick\" method=\"get\" action=\"/compare\">\n<p>Tick the configurations to compare and choose the baseline (the B of every advantage; the first ticked when none is chosen).</p>\n<table><tr><th class=\"l\">run</th><th class=\"l\">study</th><th class=\"l\">configuration</th><th class=\"l\">compare</th><th class=\"l\">baseline</th></tr>\n");
-    for run in store.runs()? {
-        for c in store.configurations(run.id)? {
-            let value = format!("{}:{}", run.id, c.name);
+    let runs = store.runs()?;
+    // One query for every run's configurations (not one per run: a lab's
+    // store has a thousand runs).
+    let mut names = store.configuration_names()?;
+    // With columns picked, the picker offers the runs of their studies
+    // (a history's "compare them" picks two runs of one study); `/compare`
+    // alone offers every run.
+    let picked_runs: Vec<i64> = chosen
+        .iter()
+        .chain(std::iter::once(&base))
+        .filter_map(|c| c.split(':').next()?.parse().ok())
+        .collect();
+    let studies: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| picked_runs.contains(&r.id))
+        .map(|r| r.study_name.as_str())
+        .collect();
+    let mut picker = String::new();
+    let _ = write!(
+        picker,
+        "<form class=\"pick\" method=\"get\" action=\"/compare\">\n<p>Tick the configurations to compare and choose the baseline (the B of every advantage; the first ticked when none is chosen).{}</p>\n{}<table id=\"picker\"><tr><th class=\"l\">run</th><th class=\"l\">study</th><th class=\"l\">configuration</th><th class=\"l\">compare</th><th class=\"l\">baseline</th></tr>\n",
+        if studies.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " The runs of {} are offered; <a href=\"/compare\" id=\"compare-all\">every run</a>.",
+                studies
+                    .iter()
+                    .map(|s| format!("<code>{}</code>", esc(s)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        crate::layout::scroll("the columns to compare"),
+    );
+    for run in runs
+        .iter()
+        .filter(|r| studies.is_empty() || studies.contains(r.study_name.as_str()))
+    {
+        for (idx, name) in names.remove(&run.id).unwrap_or_default().iter().enumerate() {
+            let value = format!("{}:{}", run.id, name);
             let ticked = chosen
                 .iter()
                 .any(|x| *x == value || *x == run.id.to_string());
             let _ = writeln!(
-                o,
+                picker,
                 "<tr><td class=\"l\">{run_id}</td><td class=\"l\">{}</td><td class=\"l\"><label for=\"c-{run_id}-{idx}\">{}</label></td><td class=\"l\"><input type=\"checkbox\" name=\"c\" id=\"c-{run_id}-{idx}\" value=\"{v}\"{}></td><td class=\"l\"><input type=\"radio\" name=\"base\" id=\"base-{run_id}-{idx}\" value=\"{v}\"{}></td></tr>",
                 esc(&run.study_name),
-                esc(&c.name),
+                esc(name),
                 if ticked { " checked" } else { "" },
                 if base == value { " checked" } else { "" },
                 run_id = run.id,
-                idx = c.idx,
                 v = esc(&value),
             );
         }
     }
-    o.push_str(
-        "</table>\n<p><button type=\"submit\" id=\"compare-go\">Compare</button></p>\n</form>\n",
+    picker.push_str(
+        "</table></div>\n<p><button type=\"submit\" id=\"compare-go\">Compare</button></p>\n</form>\n",
     );
+    let mut o = String::from("<h1>Compare</h1>\n");
     match comparison(req, store) {
         Ok(Some(report)) => {
+            // The comparison first, in the first screenful; the picker
+            // folded under it.
             o.push_str(&downloads("/compare/", &compare_query(req), &[]));
             o.push_str("<div id=\"comparison\">\n");
             o.push_str(&render_body(&report));
-            o.push_str("</div>\n");
+            o.push_str(
+                "</div>\n<details id=\"pick-again\"><summary>Pick other columns</summary>\n",
+            );
+            o.push_str(&picker);
+            o.push_str("</details>\n");
         }
-        Ok(None) if chosen.is_empty() => {}
-        Ok(None) => o.push_str("<p class=\"err\" id=\"compare-error\">Pick at least two columns: two configurations, or two runs.</p>\n"),
+        Ok(None) if chosen.is_empty() => o.push_str(&picker),
+        Ok(None) => {
+            o.push_str("<p class=\"err\" id=\"compare-error\">Pick at least two columns: two configurations, or two runs.</p>\n");
+            o.push_str(&picker);
+        }
         Err(Fail(status, msg)) => {
-            let mut r = page("compare", "compare", &format!("{o}<p class=\"err\" id=\"compare-error\">{}</p>\n", esc(&msg)));
+            let mut r = page(
+                "compare",
+                "compare",
+                &format!(
+                    "{o}<p class=\"err\" id=\"compare-error\">{}</p>\n{picker}",
+                    esc(&msg)
+                ),
+            );
             r.status = status;
             return Ok(r);
         }

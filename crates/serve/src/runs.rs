@@ -332,7 +332,11 @@ fn status_rank(s: RunStatus) -> u8 {
 }
 
 /// `/`: the runs list.
-pub(crate) fn runs_page(req: &Request, store: &Store) -> Result<Response, Fail> {
+pub(crate) fn runs_page(
+    req: &Request,
+    store: &Store,
+    histories: &crate::history::Cache,
+) -> Result<Response, Fail> {
     let lq = match ListQuery::parse(req) {
         Ok(q) => q,
         Err(Fail(status, msg)) => {
@@ -349,10 +353,13 @@ pub(crate) fn runs_page(req: &Request, store: &Store) -> Result<Response, Fail> 
         }
     };
     let runs = store.runs()?;
-    // Four queries for the whole list, not one per run.
+    // A query each for the whole list, not one per run.
     let mut config_names = store.configuration_names()?;
     let mut host_names = store.host_names()?;
     let published = store.published_runs()?;
+    let repetitions = store.repetition_counts()?;
+    // The changes the history pages found, by the run each starts at.
+    let changes = histories.changes();
     let newest = runs.iter().map(|r| r.id).max().unwrap_or(0);
     let mut studies: BTreeMap<&str, usize> = BTreeMap::new();
     let entries: Vec<Entry> = runs
@@ -426,6 +433,7 @@ pub(crate) fn runs_page(req: &Request, store: &Store) -> Result<Response, Fail> 
             format!("{total} of {} runs match", runs.len())
         }
     );
+    o.push_str(&crate::layout::scroll("the runs"));
     o.push_str("<table id=\"runs\"><thead><tr>");
     for (key, label) in SORTS.iter().take(2) {
         sort_header(&lq, key, label, &mut o);
@@ -439,16 +447,38 @@ pub(crate) fn runs_page(req: &Request, store: &Store) -> Result<Response, Fail> 
     for e in rows {
         let run = e.run;
         let line = run_line(run, e.kind, store);
-        let badge = match e.kind {
-            RunKind::Measured => String::new(),
+        let kind = match e.kind {
+            RunKind::Measured => e.kind.word().to_string(),
             k => format!("<span class=\"badge {0}\">{0}</span>", k.word()),
+        };
+        // A change point the history found starting at this run.
+        let change = match changes.get(&run.id) {
+            Some((study, what)) => format!(
+                " <a class=\"badge change\" id=\"change-{id}\" href=\"/history?study={}#changes\" title=\"{}\">{}</a>",
+                encode(study),
+                esc(&what.join("; ")),
+                if what.iter().any(|w| w.ends_with("worse")) {
+                    "change: worse"
+                } else {
+                    "change"
+                },
+                id = run.id,
+            ),
+            None => String::new(),
+        };
+        // Failed repetitions of a run that still completed.
+        let failed = match repetitions.get(&run.id) {
+            Some(&(bad, all)) if bad > 0 => format!(
+                " <span class=\"badge failures\" id=\"failures-{id}\">{bad} of {all} repetitions failed</span>",
+                id = run.id
+            ),
+            _ => String::new(),
         };
         let _ = writeln!(
             o,
-            "<tr><td><a href=\"/run/{id}\" id=\"run-{id}\">{id}</a></td><td class=\"l\"><a href=\"/history?study={}\" title=\"this study's history\">{}</a></td><td class=\"l\">{}{badge}</td><td class=\"l st-{st}\" id=\"status-{id}\"{live}>{st}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\" id=\"end-{id}\">{}</td><td class=\"l\" id=\"progress-{id}\">{}</td></tr>",
+            "<tr><td><a href=\"/run/{id}\" id=\"run-{id}\">{id}</a></td><td class=\"l\"><a href=\"/history?study={}\" title=\"this study's history\">{}</a>{change}</td><td class=\"l\">{kind}</td><td class=\"l st-{st}\" id=\"status-{id}\"{live}>{st}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l when\">{}</td><td class=\"l when\" id=\"end-{id}\">{}</td><td class=\"l\" id=\"progress-{id}\">{}{failed}</td></tr>",
             encode(&run.study_name),
             esc(&run.study_name),
-            e.kind.word(),
             esc(&e.configurations.join(", ")),
             esc(&e.hosts.join(", ")),
             esc(&run.started_at),
@@ -463,7 +493,7 @@ pub(crate) fn runs_page(req: &Request, store: &Store) -> Result<Response, Fail> 
             },
         );
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str("</tbody></table></div>\n");
     pager(&lq, page_no, pages, &mut o);
     let _ = writeln!(o, "<script>{LIVE_SCRIPT}</script>");
     Ok(page("runs", "runs", &o))

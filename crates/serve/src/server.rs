@@ -11,8 +11,14 @@
 //!    a 401 (with `WWW-Authenticate`) at once, without waiting for
 //!    anything;
 //! 3. only GET and HEAD (405, with `Allow`);
-//! 4. then the page, rendered on the blocking pool (it reads the store)
-//!    by at most [`PAGE_WORKERS`] threads at a time.
+//! 4. a head over [`MAX_HEAD`] bytes gets a 431;
+//! 5. then the page, rendered on the blocking pool (it reads the store)
+//!    by at most [`PAGE_WORKERS`] threads at a time, and at most
+//!    [`PAGES_PER_CLIENT`] of them for one client (one IP address), whose
+//!    further requests wait their turn behind its own, never in front of
+//!    other clients'; beyond [`QUEUE_PER_CLIENT`] requests at once a
+//!    client gets 503 with `Retry-After`. So one client asking for forty
+//!    slow pages at once cannot make everybody else's pages wait.
 //!
 //! A connection is a task, not a thread, so idle connections cost a
 //! socket and a few KiB each. There are at most [`MAX_CONNECTIONS`]; when
@@ -22,9 +28,10 @@
 //! send its request head, and a connection lives at most
 //! [`CONNECTION_LIFETIME`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::net::TcpListener;
+use std::fmt::Write as _;
+use std::net::{IpAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +52,18 @@ pub const MAX_CONNECTIONS: usize = 256;
 
 /// Pages rendered at once (each reads the store on a thread of its own).
 pub const PAGE_WORKERS: usize = 4;
+
+/// Pages one client (IP address) may have rendered at once: fewer than
+/// [`PAGE_WORKERS`], so another client always finds a worker.
+pub const PAGES_PER_CLIENT: usize = 2;
+
+/// Requests one client may have waiting or rendering at once; more get
+/// 503. A browser opens at most six connections to a server.
+pub const QUEUE_PER_CLIENT: usize = 16;
+
+/// The largest request head answered (request line and headers, counted
+/// as sent); a larger one gets 431.
+pub const MAX_HEAD: usize = 16 * 1024;
 
 /// How long a client may take to send its request head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -156,6 +175,58 @@ impl Table {
     }
 }
 
+/// The requests each client has in the server, and its share of the
+/// page workers.
+#[derive(Default)]
+struct Clients {
+    by_ip: Mutex<HashMap<IpAddr, (Arc<Semaphore>, usize)>>,
+}
+
+/// One request's place in its client's queue; leaving frees it.
+struct Queued {
+    clients: Arc<Clients>,
+    ip: IpAddr,
+    turn: Arc<Semaphore>,
+}
+
+impl Clients {
+    /// A place for one more request of `ip`, or `None` when it already has
+    /// [`QUEUE_PER_CLIENT`].
+    fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<Queued> {
+        let mut by_ip = self.by_ip.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = by_ip
+            .entry(ip)
+            .or_insert_with(|| (Arc::new(Semaphore::new(PAGES_PER_CLIENT)), 0));
+        if entry.1 >= QUEUE_PER_CLIENT {
+            return None;
+        }
+        entry.1 += 1;
+        Some(Queued {
+            clients: self.clone(),
+            ip,
+            turn: entry.0.clone(),
+        })
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let mut by_ip = self.clients.by_ip.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = by_ip.get_mut(&self.ip) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                by_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// What the page stage shares: the workers and the clients' shares.
+struct Renderers {
+    workers: Semaphore,
+    clients: Arc<Clients>,
+}
+
 /// Answers connections on `listener` until accepting fails for good.
 pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
@@ -166,9 +237,12 @@ pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let table = Arc::new(Table::default());
-        let pages = Arc::new(Semaphore::new(PAGE_WORKERS));
+        let pages = Arc::new(Renderers {
+            workers: Semaphore::new(PAGE_WORKERS),
+            clients: Arc::default(),
+        });
         loop {
-            let (stream, _) = match listener.accept().await {
+            let (stream, peer) = match listener.accept().await {
                 Ok(c) => c,
                 Err(e) => match e.raw_os_error() {
                     Some(libc_errno) if is_transient(libc_errno) => {
@@ -188,7 +262,7 @@ pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result
             let _ = stream.set_nodelay(true);
             let (shared, table, pages) = (shared.clone(), table.clone(), pages.clone());
             tokio::spawn(async move {
-                serve_connection(stream, shared, conn, pages).await;
+                serve_connection(stream, peer.ip(), shared, conn, pages).await;
                 table.remove(id);
             });
         }
@@ -203,16 +277,17 @@ fn is_transient(errno: i32) -> bool {
 
 async fn serve_connection(
     stream: tokio::net::TcpStream,
+    ip: IpAddr,
     shared: Arc<Shared>,
     conn: Arc<Conn>,
-    pages: Arc<Semaphore>,
+    pages: Arc<Renderers>,
 ) {
     let state = conn.clone();
     let svc = service_fn(move |req: hyper::Request<Incoming>| {
         let (shared, state, pages) = (shared.clone(), state.clone(), pages.clone());
         async move {
             state.busy.store(true, Ordering::Release);
-            let resp = answer(req, &shared, &pages).await;
+            let resp = answer(req, ip, &shared, &pages).await;
             state.busy.store(false, Ordering::Release);
             Ok::<_, Infallible>(resp)
         }
@@ -224,7 +299,9 @@ async fn serve_connection(
         // at once, and an idle kept-alive connection would only hold a
         // slot.
         .keep_alive(false)
-        .max_buf_size(64 * 1024);
+        // Room for a head of MAX_HEAD and more, so that a larger one is
+        // measured and answered 431 by `answer` rather than cut off.
+        .max_buf_size(4 * MAX_HEAD);
     let serving = http.serve_connection(TokioIo::new(stream), svc);
     tokio::select! {
         _ = serving => {}
@@ -364,13 +441,41 @@ pub fn screen<'a>(
     })
 }
 
+/// The size of a request's head as sent: the request line, each header
+/// line with its `: ` and CRLF, and the blank line.
+fn head_size(req: &hyper::Request<Incoming>) -> usize {
+    let line = req.method().as_str().len()
+        + req.uri().path_and_query().map_or(1, |p| p.as_str().len())
+        + " HTTP/1.1\r\n".len()
+        + 1;
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    line + headers + 2
+}
+
 /// Screens a request, then renders its page.
 async fn answer(
     req: hyper::Request<Incoming>,
+    ip: IpAddr,
     shared: &Arc<Shared>,
-    pages: &Arc<Semaphore>,
+    pages: &Arc<Renderers>,
 ) -> hyper::Response<Full<Bytes>> {
     let csp = shared.csp.as_str();
+    if head_size(&req) > MAX_HEAD {
+        return to_hyper(
+            Response::error(
+                431,
+                &format!(
+                    "the request head is over {} KiB (its URL and headers)",
+                    MAX_HEAD / 1024
+                ),
+            ),
+            csp,
+        );
+    }
     let target = req
         .uri()
         .path_and_query()
@@ -392,16 +497,61 @@ async fn answer(
         Ok(s) => s,
         Err(resp) => return to_hyper(resp, csp),
     };
-    let Ok(_permit) = pages.clone().acquire_owned().await else {
+    // The client's turn first, then a worker: a client's requests queue
+    // behind each other, not in front of other clients'.
+    let Some(queued) = pages.clients.enter(ip) else {
+        let mut r = Response::error(
+            503,
+            &format!(
+                "{QUEUE_PER_CLIENT} requests of yours are being answered: try again in a moment"
+            ),
+        );
+        r.headers.push(("Retry-After".into(), "1".into()));
+        return to_hyper(r, csp);
+    };
+    let Ok(_turn) = queued.turn.clone().acquire_owned().await else {
+        return to_hyper(Response::error(503, "the server is stopping"), csp);
+    };
+    let Ok(_worker) = pages.workers.acquire().await else {
         return to_hyper(Response::error(503, "the server is stopping"), csp);
     };
     let shared2 = shared.clone();
-    let rendered = tokio::task::spawn_blocking(move || crate::page(&request, &shared2)).await;
-    let mut resp = rendered.unwrap_or_else(|_| Response::error(500, "the page failed"));
+    let started = std::time::Instant::now();
+    let rendered = tokio::task::spawn_blocking(move || {
+        let waited = runqueue_wait();
+        let resp = crate::page(&request, &shared2);
+        let waited = waited
+            .zip(runqueue_wait())
+            .map(|(a, b)| b.saturating_sub(a));
+        (resp, waited)
+    })
+    .await;
+    let (mut resp, waited) =
+        rendered.unwrap_or_else(|_| (Response::error(500, "the page failed"), None));
+    // The time the page took here, from the store to the last byte
+    // written (the queue for a worker not counted): a browser shows it
+    // beside the network's times, and the tests read it to hold every
+    // page to its budget. `cpu-wait` is the part of it the page's thread
+    // was ready to run but other processes held the CPUs: on a loaded
+    // machine that, not the page, can make a page slow.
+    let mut timing = format!("page;dur={:.1}", started.elapsed().as_secs_f64() * 1e3);
+    if let Some(w) = waited {
+        let _ = write!(timing, ", cpu-wait;dur={:.1}", w.as_secs_f64() * 1e3);
+    }
+    resp.headers.push(("Server-Timing".into(), timing));
     if let Some(c) = set_cookie {
         resp.headers.push(("Set-Cookie".into(), c));
     }
     to_hyper(resp, csp)
+}
+
+/// The calling thread's time so far waiting on a run queue: runnable,
+/// but another task on the CPU (the second field of the kernel's
+/// schedstat). None where the kernel does not keep it.
+fn runqueue_wait() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns = text.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    Some(Duration::from_nanos(ns))
 }
 
 /// `'sha256-…'` of an inline block, for a content-security policy.
