@@ -2,7 +2,8 @@
  * net_limit: the least work that net.stream and net.pingpong can do on
  * this machine. Nothing but the syscalls benchlab's measured loops make,
  * with the same sizes, flags and socket options; no histogram, no
- * per-iteration clock, no error reporting beyond exiting. Built by the
+ * per-iteration clock (but in a timed ping-pong, which needs one: see
+ * "ping-pong" below), no error reporting beyond exiting. Built by the
  * bench scripts with the system compiler; a benchlab figure divided by
  * this program's figure is benchlab's own overhead.
  *
@@ -19,8 +20,14 @@
  *                    connected sockets: send(), recv(MSG_TRUNC). The server
  *                    does the mirror image. TCP_NODELAY as asked.
  *                    RTT/2 = loop time / iterations / 2: the whole loop is
- *                    timed once, so the per-iteration clock reads benchlab
- *                    makes for its histogram are overhead against this.
+ *                    timed once. That is the limit of a round-trip *rate*
+ *                    (net.rr). A ping-pong's product is the distribution
+ *                    of single round trips (percentiles, as sfnt-pingpong
+ *                    gives), which no program gets without reading the
+ *                    clock around each one: `timed` adds that least work,
+ *                    two clock_gettime(CLOCK_MONOTONIC) calls and one
+ *                    store of (t1 - t0) / 2 into a preallocated array
+ *                    (sfnt's results[i]), and is net.pingpong's limit.
  *   timeouts         SO_RCVTIMEO / SO_SNDTIMEO are left unset here; the loop
  *                    stops on a flag a sleeping thread sets (benchlab: its
  *                    timer thread, a Relaxed load per iteration).
@@ -36,8 +43,9 @@
  *   net_limit stream-recv PORT MESSAGE_SIZE        -> "mbps bytes seconds"
  *   net_limit stream-send PORT MESSAGE_SIZE SECONDS
  *   net_limit pp-server tcp|udp PORT SIZE NODELAY
- *   net_limit pp-client tcp|udp PORT SIZE NODELAY SECONDS|Nx -> "rtt_half_us iterations"
- *     (Nx, e.g. 20000x: exactly N round trips instead of a duration)
+ *   net_limit pp-client tcp|udp PORT SIZE NODELAY SECONDS|Nx [timed] -> "rtt_half_us iterations"
+ *     (Nx, e.g. 20000x: exactly N round trips instead of a duration;
+ *     timed: each round trip timed and kept, as above)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -55,6 +63,13 @@
 #include <unistd.h>
 
 static atomic_int stop_flag;
+
+/* Each measured loop is a function of its own, never inlined, so that
+ * bench/cost can count the loop's instructions apart from the rest of the
+ * run (set-up, the stopper thread, the end), as it does benchlab's loop
+ * functions: loop against loop, and the whole run against the whole run.
+ * One call per run, so it costs the timing benches nothing. */
+#define LOOP __attribute__((noinline))
 
 static void die(const char *what) {
     perror(what);
@@ -178,6 +193,21 @@ static void env_timeouts(int s) {
         die("setsockopt(NET_LIMIT_TIMEOUT_MS)");
 }
 
+static LOOP unsigned long long stream_recv_loop(int s, char *buf, size_t rsize) {
+    unsigned long long bytes = 0;
+    for (;;) {
+        ssize_t n = sys_recv(s, buf, rsize, 0);
+        if (n < 0) die("recv");
+        if (n == 0) break;
+        bytes += n;
+    }
+    return bytes;
+}
+
+static LOOP void stream_send_loop(int s, const char *buf, size_t msg) {
+    while (!stopped()) send_all(s, buf, msg);
+}
+
 static int stream_recv(int port, size_t msg) {
     int s = tcp_server(port);
     env_timeouts(s);
@@ -186,14 +216,8 @@ static int stream_recv(int port, size_t msg) {
     if (getsockopt(s, SOL_SOCKET, SO_RCVBUF, &rb, &l) < 0) die("getsockopt");
     size_t rsize = (size_t)rb > msg ? (size_t)rb : msg;
     char *buf = page_buf(rsize);
-    unsigned long long bytes = 0;
     double t0 = now_s();
-    for (;;) {
-        ssize_t n = sys_recv(s, buf, rsize, 0);
-        if (n < 0) die("recv");
-        if (n == 0) break;
-        bytes += n;
-    }
+    unsigned long long bytes = stream_recv_loop(s, buf, rsize);
     double el = now_s() - t0;
     close(s);
     printf("%.3f %llu %.6f\n", bytes * 8.0 / 1e6 / el, bytes, el);
@@ -205,7 +229,7 @@ static int stream_send(int port, size_t msg, double secs) {
     env_timeouts(s);
     char *buf = page_buf(msg);
     start_stopper(&secs);
-    while (!stopped()) send_all(s, buf, msg);
+    stream_send_loop(s, buf, msg);
     shutdown(s, SHUT_WR);
     char scratch[4096];
     while (recv(s, scratch, sizeof scratch, 0) > 0) {
@@ -220,13 +244,26 @@ static int udp_socket(void) {
     return s;
 }
 
+static LOOP void pp_server_tcp_loop(int s, char *req, const char *rsp, size_t size) {
+    while (recv_exact(s, req, size)) send_all(s, rsp, size);
+}
+
+static LOOP void pp_server_udp_loop(int s, char *req, const char *rsp, size_t size) {
+    for (;;) {
+        ssize_t n = sys_recv(s, req, size, MSG_TRUNC);
+        if (n < 0) die("recv");
+        if ((size_t)n != size) break; /* the end marker: a different length */
+        if (sys_send(s, rsp, size, 0) < 0) die("send");
+    }
+}
+
 static int pp_server(int tcp, int port, size_t size, int nodelay) {
     char *req = page_buf(size ? size : 1), *rsp = page_buf(size ? size : 1);
     if (tcp) {
         int s = tcp_server(port);
         setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay);
         env_timeouts(s);
-        while (recv_exact(s, req, size)) send_all(s, rsp, size);
+        pp_server_tcp_loop(s, req, rsp, size);
         close(s);
         return 0;
     }
@@ -242,19 +279,79 @@ static int pp_server(int tcp, int port, size_t size, int nodelay) {
     if (connect(s, (struct sockaddr *)&peer, pl) < 0) die("connect");
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof off);
     env_timeouts(s);
-    for (;;) {
-        ssize_t n = sys_recv(s, req, size, MSG_TRUNC);
-        if (n < 0) die("recv");
-        if ((size_t)n != size) break; /* the end marker: a different length */
-        if (sys_send(s, rsp, size, 0) < 0) die("send");
-    }
+    pp_server_udp_loop(s, req, rsp, size);
     close(s);
     return 0;
 }
 
+/* max_iters > 0: stop after it (see pp_client); else on the stopper's flag. */
+static LOOP unsigned long long pp_client_tcp_loop(int s, const char *req, char *rsp, size_t size,
+                                                  unsigned long long max_iters) {
+    unsigned long long iters = 0;
+    while (!stopped()) {
+        if (max_iters && iters > max_iters) break;
+        send_all(s, req, size);
+        if (!recv_exact(s, rsp, size)) die("server closed");
+        iters++;
+    }
+    return iters;
+}
+
+static LOOP unsigned long long pp_client_udp_loop(int s, const char *req, char *rsp, size_t size,
+                                                  unsigned long long max_iters) {
+    unsigned long long iters = 0;
+    while (!stopped()) {
+        if (max_iters && iters > max_iters) break;
+        if (sys_send(s, req, size, 0) < 0) die("send");
+        ssize_t n = sys_recv(s, rsp, size, MSG_TRUNC);
+        if (n < 0) die("recv (a lost datagram?)");
+        iters++;
+    }
+    return iters;
+}
+
+/* The timed loops keep RTT/2 of each round trip in `kept`, a power of
+ * two long (a time-bounded run wraps, overwriting the oldest). */
+static inline unsigned long long mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
+
+static LOOP unsigned long long pp_client_tcp_timed_loop(int s, const char *req, char *rsp,
+                                                        size_t size, unsigned long long max_iters,
+                                                        unsigned long long *kept, size_t mask) {
+    unsigned long long iters = 0;
+    while (!stopped()) {
+        if (max_iters && iters > max_iters) break;
+        unsigned long long t0 = mono_ns();
+        send_all(s, req, size);
+        if (!recv_exact(s, rsp, size)) die("server closed");
+        kept[iters & mask] = (mono_ns() - t0) / 2;
+        iters++;
+    }
+    return iters;
+}
+
+static LOOP unsigned long long pp_client_udp_timed_loop(int s, const char *req, char *rsp,
+                                                        size_t size, unsigned long long max_iters,
+                                                        unsigned long long *kept, size_t mask) {
+    unsigned long long iters = 0;
+    while (!stopped()) {
+        if (max_iters && iters > max_iters) break;
+        unsigned long long t0 = mono_ns();
+        if (sys_send(s, req, size, 0) < 0) die("send");
+        ssize_t n = sys_recv(s, rsp, size, MSG_TRUNC);
+        if (n < 0) die("recv (a lost datagram?)");
+        kept[iters & mask] = (mono_ns() - t0) / 2;
+        iters++;
+    }
+    return iters;
+}
+
 /* secs > 0: run that long; iters > 0 instead: exactly that many round trips. */
 static int pp_client(int tcp, int port, size_t size, int nodelay, double secs,
-                     unsigned long long max_iters) {
+                     unsigned long long max_iters, int timed) {
     char *req = page_buf(size ? size : 1), *rsp = page_buf(size ? size : 1);
     int s;
     if (tcp) {
@@ -271,25 +368,24 @@ static int pp_client(int tcp, int port, size_t size, int nodelay, double secs,
         env_timeouts(s);
     }
     unsigned long long iters = 0;
+    /* Touched before the loop, so no page fault lands in it. */
+    size_t kept_len = 1u << 20;
+    unsigned long long *kept = NULL;
+    if (timed) {
+        kept = (unsigned long long *)page_buf(kept_len * sizeof *kept);
+        memset(kept, 0, kept_len * sizeof *kept);
+    }
     if (max_iters == 0) start_stopper(&secs);
     else max_iters--; /* the loop tests before counting */
     double t0 = now_s();
-    if (tcp) {
-        while (!stopped()) {
-            if (max_iters && iters > max_iters) break;
-            send_all(s, req, size);
-            if (!recv_exact(s, rsp, size)) die("server closed");
-            iters++;
-        }
-    } else {
-        while (!stopped()) {
-            if (max_iters && iters > max_iters) break;
-            if (sys_send(s, req, size, 0) < 0) die("send");
-            ssize_t n = sys_recv(s, rsp, size, MSG_TRUNC);
-            if (n < 0) die("recv (a lost datagram?)");
-            iters++;
-        }
-    }
+    if (tcp && timed)
+        iters = pp_client_tcp_timed_loop(s, req, rsp, size, max_iters, kept, kept_len - 1);
+    else if (timed)
+        iters = pp_client_udp_timed_loop(s, req, rsp, size, max_iters, kept, kept_len - 1);
+    else if (tcp)
+        iters = pp_client_tcp_loop(s, req, rsp, size, max_iters);
+    else
+        iters = pp_client_udp_loop(s, req, rsp, size, max_iters);
     double el = now_s() - t0;
     if (tcp) {
         shutdown(s, SHUT_WR);
@@ -302,7 +398,12 @@ static int pp_client(int tcp, int port, size_t size, int nodelay, double secs,
         for (int i = 0; i < 3; i++) send(s, m, size ? 0 : 1, 0);
     }
     close(s);
-    printf("%.4f %llu\n", el / iters / 2 * 1e6, iters);
+    /* The first round trip kept, so that the stores are the program's
+     * output and no compiler drops them. */
+    if (timed)
+        printf("%.4f %llu %llu\n", el / iters / 2 * 1e6, iters, kept[0]);
+    else
+        printf("%.4f %llu\n", el / iters / 2 * 1e6, iters);
     return 0;
 }
 
@@ -317,9 +418,10 @@ int main(int argc, char **argv) {
     if (argc >= 7 && !strcmp(argv[1], "pp-client"))
         return pp_client(!strcmp(argv[2], "tcp"), atoi(argv[3]), strtoul(argv[4], NULL, 10),
                          atoi(argv[5]), atof(argv[6]),
-                         strchr(argv[6], 'x') ? strtoull(argv[6], NULL, 10) : 0);
+                         strchr(argv[6], 'x') ? strtoull(argv[6], NULL, 10) : 0,
+                         argc >= 8 && !strcmp(argv[7], "timed"));
     fprintf(stderr,
             "usage: net_limit stream-recv PORT MESSAGE_SIZE | stream-send PORT MESSAGE_SIZE SECONDS\n"
-            "       | pp-server tcp|udp PORT SIZE NODELAY | pp-client tcp|udp PORT SIZE NODELAY SECONDS|Nx\n");
+            "       | pp-server tcp|udp PORT SIZE NODELAY | pp-client tcp|udp PORT SIZE NODELAY SECONDS|Nx [timed]\n");
     return 2;
 }
