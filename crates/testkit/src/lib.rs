@@ -1,5 +1,16 @@
-//! benchlab's test helpers: a test that cannot run here never counts as a
-//! pass.
+//! benchlab's test helpers, the one home for them: the integration tests
+//! (`tests/it`, one binary) and the crates' own tests use them.
+//!
+//! - [`Scratch`]: a scratch directory and store, and the benchlab binary
+//!   run on them; [`assert_success`], [`repo`].
+//! - [`lock`]: which tests may run beside which ([`exclusive`] for a named
+//!   machine-wide resource, [`alone`] for a test nothing may run beside).
+//! - [`Bed`]: a test bed of network namespaces; [`left`]: "nothing left"
+//!   checks by the test's own marker.
+//! - [`browser`]: a real chromium and `benchlab serve`; [`schema`]: the
+//!   report schema's checker; [`pg`]: a real PostgreSQL server.
+//!
+//! And a test that cannot run here never counts as a pass:
 //!
 //! cargo's harness knows only pass and fail (and `#[ignore]`, decided at
 //! compile time), so a test that finds no `sshd` and returns early shows
@@ -10,9 +21,10 @@
 //!   it, since there the set-up has run and the absence is a fault;
 //!   elsewhere the test is recorded as skipped.
 //! - [`unsupported`]: a property of this machine no set-up can change — a
-//!   kernel without netem, no IRQ that accepts a new affinity. The test is
-//!   recorded as skipped, also under CI, where failing would fail every run
-//!   on such a kernel and tell nobody anything new.
+//!   kernel without netem, no IRQ that accepts a new affinity. Elsewhere
+//!   the test is recorded as skipped; under CI it fails too, since CI's
+//!   machine is the one the suite is made for and a skipped test there
+//!   tested nothing.
 //!
 //! A skipped test prints `SKIP <test>: <why>` on standard error and
 //! appends the same line to the skip file, which `scripts/test.sh` empties
@@ -38,7 +50,19 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod bed;
+pub mod browser;
+pub mod left;
+pub mod lock;
 pub mod pg;
+pub mod schema;
+mod scratch;
+
+pub use bed::Bed;
+pub use lock::{alone, exclusive, Resource};
+pub use scratch::{
+    assert_success, benchlab_bin, listening_agent, output_ok, repo, ListeningAgent, Scratch,
+};
 
 /// The variable naming the skip file; `scripts/test.sh` sets it.
 pub const SKIP_FILE_VAR: &str = "BENCHLAB_SKIP_FILE";
@@ -64,9 +88,15 @@ pub fn missing(what: impl Display) {
 
 /// The calling test cannot run because this machine lacks `why`, which no
 /// set-up can provide (a kernel feature, a kind of hardware). Records the
-/// test as skipped, also under CI. Call it as `return unsupported("…")`.
+/// test as skipped; under CI it fails instead: CI's machine is the one the
+/// suite is made for, and a skipped test there tested nothing. Call it as
+/// `return unsupported("…")`.
 pub fn unsupported(why: impl Display) {
-    record_skip(skip_file().as_deref(), &test_name(), &why.to_string());
+    let (test, why) = (test_name(), why.to_string());
+    if under_ci() {
+        panic!("{test} cannot run here: {why} (CI=true, so this is a failure)");
+    }
+    record_skip(skip_file().as_deref(), &test, &why);
 }
 
 fn missing_in(ci: bool, file: Option<&Path>, test: &str, what: &str) {

@@ -126,9 +126,12 @@ impl PgServer {
         )
         .expect("write pg_hba.conf");
         // No TCP at all: the socket in our directory is the only way in.
-        // Durability buys a test nothing: fsync off.
+        // Durability buys a test nothing: fsync off. No huge pages: with
+        // PostgreSQL's default (`try`) a server started while a guest test
+        // holds the machine's huge page pool took pages from it, and the
+        // guest's QEMU could not map its memory (a CI run).
         let conf = format!(
-            "\nlisten_addresses = ''\nunix_socket_directories = '{}'\nfsync = off\nfull_page_writes = off\nsynchronous_commit = off\nmax_connections = 50\n",
+            "\nlisten_addresses = ''\nunix_socket_directories = '{}'\nfsync = off\nfull_page_writes = off\nsynchronous_commit = off\nmax_connections = 50\nhuge_pages = off\n",
             self.socket_dir().display()
         );
         let mut text = std::fs::read_to_string(self.data().join("postgresql.conf"))
