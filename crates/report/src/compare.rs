@@ -3,8 +3,9 @@
 //! columns are those (run, configuration) pairs, matching points by
 //! workload, metric and parameters, with advantages over a baseline.
 
+use crate::document::marks;
 use crate::figures::{advantages, average_row, judge};
-use crate::import::{is_published, published_label};
+use crate::import::is_published;
 use crate::model::View;
 use crate::model::{Advantage, Decision, Row, RunReport, Table};
 use crate::views;
@@ -69,7 +70,7 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
         .collect();
     let label = |i: usize| {
         if published[i] {
-            published_label(&order[i].label)
+            marks::published(&order[i].label)
         } else {
             order[i].label.clone()
         }

@@ -90,11 +90,6 @@ pub fn is_published(c: &ConfigRow) -> bool {
     c.is_published()
 }
 
-/// The column label of a published configuration.
-pub fn published_label(name: &str) -> String {
-    format!("{name} ({PUBLISHED})")
-}
-
 /// The legend line of a report with published columns (None without).
 pub fn published_note(report: &RunReport) -> Option<String> {
     report
@@ -310,7 +305,11 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
             better,
             decimals,
             advantage_decimals: t.meta[5].parse().expect("checked"),
-            columns: t.configs.iter().map(|c| published_label(c)).collect(),
+            columns: t
+                .configs
+                .iter()
+                .map(|c| crate::document::marks::published(c))
+                .collect(),
             rows,
             average,
         });

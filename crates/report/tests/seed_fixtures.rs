@@ -85,7 +85,7 @@ fn check(seed: &str, double_rounded: &[(&str, &str)]) -> usize {
                     h.ends_with(" advantage")
                 } else {
                     // Imported columns are labelled as published.
-                    *h == import::published_label(column)
+                    *h == benchlab_report::document::marks::published(column)
                 }
             })
             .unwrap_or_else(|| panic!("{table}: no column {column} in {header:?}"));
@@ -454,7 +454,9 @@ fn shipped_seed_000_published_figures_match_the_fixture() {
             let sc = st
                 .columns
                 .iter()
-                .position(|x| *x == import::published_label(&format!("{os} {config}")))
+                .position(|x| {
+                    *x == benchlab_report::document::marks::published(&format!("{os} {config}"))
+                })
                 .unwrap();
             for (fr, sr) in ft.rows.iter().zip(&st.rows) {
                 assert_eq!(fr.label, sr.label);

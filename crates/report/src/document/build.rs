@@ -288,7 +288,7 @@ impl Doc<'_> {
                 .map(|d| (Some(d.verdict), d.advantage_pct.unwrap_or(f64::NAN), false))
                 .collect();
             let who = if ds.iter().any(|d| d.control) {
-                format!("{} (A/A control)", self.base())
+                marks::control(self.base())
             } else {
                 marks::configuration(report, cfg)
             };
@@ -358,7 +358,7 @@ impl Doc<'_> {
             .unwrap_or("-");
         for d in &report.decisions {
             let who = if d.control {
-                format!("{base} (A/A control)")
+                marks::control(base)
             } else {
                 format!(
                     "{} vs {base}",

@@ -23,6 +23,18 @@ pub fn configuration(report: &RunReport, name: &str) -> String {
     }
 }
 
+/// A published (imported) column's label: the one place that decides
+/// the published mark.
+pub fn published(name: &str) -> String {
+    format!("{name} ({})", crate::import::PUBLISHED)
+}
+
+/// The A/A control's name where a verdict names it: the one place that
+/// decides the control's mark. `base` is the configuration it repeats.
+pub fn control(base: &str) -> String {
+    format!("{base} (A/A control)")
+}
+
 /// Whether configuration `name` ran on emulated guests.
 pub fn is_emulated(report: &RunReport, name: &str) -> bool {
     report.emulated.iter().any(|e| e.configuration == name)
