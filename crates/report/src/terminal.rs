@@ -3,7 +3,11 @@
 //! tables, the legend) by default; `verbose` adds the detail (monitors,
 //! time series, pairs, notes). Text wraps at words; a table wider than
 //! the width is split into column groups, each repeating its first
-//! column; a cell wider than the width is cut with "…".
+//! column; a cell wider than the width is cut with "…". Notes that the
+//! tables after a table share are written once, under the first, saying
+//! how many tables below they hold for: read top to bottom, the seventh
+//! "n = 3 repetition(s) per figure" says nothing new and cost the demo's
+//! summary 12 of its lines at 80 columns.
 
 use std::fmt::Write;
 
@@ -44,19 +48,70 @@ pub fn write(doc: &Document, layout: Layout) -> String {
     };
     let width = layout.width.max(20);
     let mut out = String::new();
-    for (n, s) in doc.upto(upto).enumerate() {
-        // A workload's heading alone: the summary's table titles name
-        // their workload already.
-        let bare = s.blocks.is_empty() && s.heading.as_ref().is_some_and(|h| h.level == 3);
-        if s.media == Media::Drawn || (bare && !layout.verbose) {
-            continue;
-        }
-        section(s, n == 0, width, &mut out);
+    let shown: Vec<(usize, &Section)> = doc
+        .upto(upto)
+        .enumerate()
+        .filter(|(_, s)| {
+            // A workload's heading alone: the summary's table titles name
+            // their workload already.
+            let bare = s.blocks.is_empty() && s.heading.as_ref().is_some_and(|h| h.level == 3);
+            s.media != Media::Drawn && (layout.verbose || !bare)
+        })
+        .collect();
+    let mut notes = Notes {
+        tables: shown
+            .iter()
+            .flat_map(|(_, s)| s.blocks.iter())
+            .filter_map(|b| match b {
+                Block::Table(g) if !g.class.contains(&Class::Collapsed) => {
+                    Some(g.notes.iter().map(|t| t.line()).collect())
+                }
+                _ => None,
+            })
+            .collect(),
+        next: 0,
+    };
+    for (n, s) in shown {
+        section(s, n == 0, width, &mut notes, &mut out);
     }
     out
 }
 
-fn section(s: &Section, first: bool, width: usize, out: &mut String) {
+/// The notes of every table written, in order, and the next one's index.
+struct Notes {
+    tables: Vec<Vec<String>>,
+    next: usize,
+}
+
+impl Notes {
+    /// The next table's notes as written: none when the table before had
+    /// the same; otherwise its own, the last saying for how many of the
+    /// tables below they hold too.
+    fn take(&mut self) -> Vec<String> {
+        let i = self.next;
+        self.next += 1;
+        let these = &self.tables[i];
+        if i > 0 && self.tables[i - 1] == *these {
+            return Vec::new();
+        }
+        let same = self.tables[i + 1..]
+            .iter()
+            .take_while(|t| *t == these)
+            .count();
+        let mut out = these.clone();
+        if let Some(last) = out.last_mut().filter(|_| same > 0) {
+            last.push_str(&if same == 1 {
+                " The same holds for the table below.".to_string()
+            } else {
+                format!(" The same holds for the {same} tables below.")
+            });
+        }
+        out
+    }
+}
+
+/// Writes section `s`, its tables' notes taken from `notes`.
+fn section(s: &Section, first: bool, width: usize, notes: &mut Notes, out: &mut String) {
     let level = s.heading.as_ref().map_or(0, |h| h.level);
     if let Some(h) = s.heading.as_ref().filter(|h| h.level > 1) {
         out.push('\n');
@@ -84,7 +139,7 @@ fn section(s: &Section, first: bool, width: usize, out: &mut String) {
                 }
             }
             Block::Table(g) if g.class.contains(&Class::Collapsed) => {}
-            Block::Table(g) => table(g, width, out),
+            Block::Table(g) => table(g, width, &notes.take(), out),
             Block::Chart(_) | Block::Code { .. } => {}
         }
     }
@@ -145,8 +200,8 @@ fn cut(s: &str, n: usize) -> String {
 
 /// A table aligned in columns two spaces apart, indented two; split into
 /// groups of columns (each repeating the first) where it is wider than
-/// `width`.
-fn table(g: &Grid, width: usize, out: &mut String) {
+/// `width`; `notes` under it.
+fn table(g: &Grid, width: usize, notes: &[String], out: &mut String) {
     const INDENT: usize = 2;
     let rows: Vec<Vec<String>> = std::iter::once(&g.head)
         .chain(g.rows.iter().map(|r| &r.cells))
@@ -214,8 +269,8 @@ fn table(g: &Grid, width: usize, out: &mut String) {
             }
         }
     }
-    for t in &g.notes {
-        wrap(&t.line(), "  ", "    ", width, out);
+    for t in notes {
+        wrap(t, "  ", "    ", width, out);
     }
 }
 
@@ -234,6 +289,27 @@ mod tests {
     }
 
     #[test]
+    fn notes_the_tables_below_share_are_written_once() {
+        let n = |s: &str| vec![s.to_string()];
+        let mut notes = Notes {
+            tables: vec![n("a"), n("a"), n("a"), n("b"), Vec::new(), n("b")],
+            next: 0,
+        };
+        let written: Vec<Vec<String>> = (0..6).map(|_| notes.take()).collect();
+        assert_eq!(
+            written,
+            vec![
+                n("a The same holds for the 2 tables below."),
+                Vec::new(),
+                Vec::new(),
+                n("b"),
+                Vec::new(),
+                n("b"),
+            ]
+        );
+    }
+
+    #[test]
     fn a_wide_table_splits_into_groups_that_repeat_the_first_column() {
         let g = crate::document::build::grid(
             vec![
@@ -244,7 +320,7 @@ mod tests {
             true,
         );
         let mut out = String::new();
-        table(&g, 80, &mut out);
+        table(&g, 80, &[], &mut out);
         assert!(out.lines().all(|l| l.chars().count() <= 80), "{out}");
         assert_eq!(
             out.lines().filter(|l| l.starts_with("  1")).count(),
