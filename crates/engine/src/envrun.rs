@@ -62,7 +62,7 @@ fn rows(
 /// Why a configuration could not be applied when its environment agent
 /// was lost midway, said once on the terminal too: the settings it had
 /// changed stay changed until `benchlab restore` (found by
-/// tests/faults.rs, which kills environment agents while they apply).
+/// tests/it/faults.rs, which kills environment agents while they apply).
 fn lost_while_applying(ctx: &mut RunCtx<'_>, host: &str, why: &str) -> String {
     let reason = format!(
         "host {host}: the environment agent was lost while applying ({why}); run `benchlab restore` to put back what it had changed"

@@ -462,7 +462,7 @@ impl Services {
                 // killed) in the middle of the start: the server it had
                 // forked and journaled runs on, outside this run's
                 // books, until `benchlab restore` (found by
-                // tests/faults.rs: an agent killed while RabbitMQ booted
+                // tests/it/faults.rs: an agent killed while RabbitMQ booted
                 // left the broker running and the run said nothing). A
                 // Ctrl-C is different: the agent lives, finishes the
                 // start and stops its services when told to shut down.
@@ -533,7 +533,7 @@ impl Services {
                 // A server whose agent was lost (killed, its host gone) is
                 // left to its journal on the host: the user must hear of
                 // it, not only the stored events (found by
-                // tests/faults.rs).
+                // tests/it/faults.rs).
                 other => {
                     let msg = match other {
                         Ok(Ok(answer)) => format!("{name}: stop answered {answer:?}"),

@@ -65,7 +65,7 @@ pub fn start(spec: &LoadSpec, dir: &str, journal: &mut Journal) -> Result<Load, 
                 // An agent killed before the line above ran (after the
                 // fork) never sends that signal, and has not journaled
                 // this worker either: it must not start at all (found by
-                // tests/faults.rs, a worker outliving its killed agent).
+                // tests/it/faults.rs, a worker outliving its killed agent).
                 if libc::getppid() != agent {
                     libc::_exit(1);
                 }

@@ -146,7 +146,7 @@ pub struct Prepared {
 /// by the image (found by its backing file, `(deleted)` or not, so that
 /// one attached just before the kill is found too) and the image. A
 /// `mount` or `losetup` the dead agent had started runs on and may finish
-/// after that first pass (found by tests/faults.rs: a mount and its loop
+/// after that first pass (found by tests/it/faults.rs: a mount and its loop
 /// device left behind), so the janitor looks again for a second.
 const JANITOR: &str = r#"
 img= mnt= work=
@@ -499,12 +499,12 @@ mod tests {
         }
     }
 
-    /// Issue 14 (found by tests/faults.rs): an agent killed while `mkfs`
+    /// Issue 14 (found by tests/it/faults.rs): an agent killed while `mkfs`
     /// ran left its loop device and image, because the janitor was only
     /// started once the file system was mounted. Now it knows the image
     /// as soon as it exists, and detaches whatever loop device it backs.
     /// A mount the dead agent had started finishes after the janitor's
-    /// first pass (found by tests/faults.rs: the mount and its loop device
+    /// first pass (found by tests/it/faults.rs: the mount and its loop device
     /// were left): the janitor looks again and undoes it too.
     #[test]
     fn a_janitor_undoes_a_mount_that_finishes_after_the_agent_died() {

@@ -553,7 +553,7 @@ fn hostname() -> String {
 /// resumed run) keeps its MAC, so that its neighbours' ARP entries stay
 /// right. A new MAC at the same address left the generator sending to the
 /// old one until its stale entry failed, and the first connection after a
-/// reboot took 15 s or more (found by tests/faults.rs: the run after a
+/// reboot took 15 s or more (found by tests/it/faults.rs: the run after a
 /// killed QEMU failed its preflight probe).
 fn mac(name: &str, ip: &str) -> String {
     let mut h: u32 = 2166136261;

@@ -144,7 +144,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
             } else if l == "parameter,value,unit,source" {
                 return Err(err(
                     line,
-                    "a seed's parameter table (studies/published/seed-NNN-parameters.csv: the values its studies credit to it, checked by tests/seeds.rs), not a figures file: nothing to import".into(),
+                    "a seed's parameter table (studies/published/seed-NNN-parameters.csv: the values its studies credit to it, checked by tests/it/seeds.rs), not a figures file: nothing to import".into(),
                 ));
             } else {
                 return Err(err(
