@@ -24,6 +24,31 @@ pub const EXPLAINED: f64 = 0.9;
 /// Rows of each half of the table.
 pub const TABLE_ROWS: usize = 10;
 
+/// Whether `frame` is the C runtime's entry code, under every sample of
+/// a process or thread: `_start`, `__libc_start_main` (by any symbol
+/// version), `__libc_start_call_main`, and a thread's `start_thread` and
+/// `clone`/`clone3`. glibc keeps no frame pointers, so a frame-pointer
+/// walk reaches these frames or stops short of them depending on what a
+/// register happened to hold at the process's start: one run's stacks
+/// have them and another's of the same program do not. Compared, they
+/// would "grow" by the whole profile. They say nothing of where the time
+/// went, so profiles are compared without them.
+pub fn entry_frame(frame: &str) -> bool {
+    let name = frame.split_once("@@").map_or(frame, |(n, _)| n);
+    matches!(
+        name,
+        "_start"
+            | "__libc_start_main"
+            | "__libc_start_main_impl"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+    )
+}
+
 /// What a profile's time is divided by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -81,10 +106,17 @@ impl Profile {
         p
     }
 
-    /// Adds folded text's samples (another repetition of the same side).
+    /// Adds folded text's samples (another repetition of the same side),
+    /// without the runtime's entry frames ([`entry_frame`]).
     pub fn add_folded(&mut self, folded: &str) {
         for (stack, n) in parse_folded(folded) {
-            *self.stacks.entry(stack.to_string()).or_default() += n;
+            let mut frames = stack.split(';');
+            let mut kept = frames.next().unwrap_or_default().to_string();
+            for f in frames.filter(|f| !entry_frame(f)) {
+                kept.push(';');
+                kept.push_str(f);
+            }
+            *self.stacks.entry(kept).or_default() += n;
         }
     }
 
@@ -314,6 +346,33 @@ mod tests {
             .all(|r| r.function != "main" && r.function != "hot"));
         assert!(d.shrank.is_empty());
         assert!((d.total_a - 1100.0).abs() < 1e-9 && (d.total_b - 2100.0).abs() < 1e-9);
+    }
+
+    /// A walk that stopped short of the runtime's entry frames in one
+    /// recording and reached them in the other (seen on this machine's
+    /// perf): the entry frames are not what grew.
+    #[test]
+    fn entry_frames_reached_by_one_walk_only_do_not_grow() {
+        let a = prof("hot;__libc_start_call_main;main;work 145\n", 1000.0);
+        let b = prof(
+            "hot;_start;__libc_start_main@@GLIBC_2.34;__libc_start_call_main;main;work 55\n\
+             hot;_start;__libc_start_main@@GLIBC_2.34;__libc_start_call_main;main;planted_hot 89\n",
+            1000.0,
+        );
+        let d = diff(&a, &b).unwrap();
+        assert_eq!(d.grew[0].function, "planted_hot", "{:?}", d.grew);
+        assert!(
+            d.grew.iter().all(|r| !entry_frame(&r.function)),
+            "{:?}",
+            d.grew
+        );
+        assert_eq!(d.shrank[0].function, "work");
+        assert_eq!(d.shrank[0].share_a_pct, 100.0);
+        assert!(
+            b.stacks.contains_key("hot;main;planted_hot"),
+            "{:?}",
+            b.stacks
+        );
     }
 
     #[test]
