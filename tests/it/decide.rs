@@ -173,3 +173,47 @@ fn samples(s: &Scratch) -> i64 {
     db.query_row("SELECT count(*) FROM sample", [], |r| r.get(0))
         .unwrap_or(0)
 }
+
+/// A time budget is held against one round as the run's options make
+/// it: refused at full length naming the file and the key, by `check` and
+/// by `run` before anything runs; accepted for a quick trial at a scale
+/// whose round fits in it.
+#[test]
+fn a_budget_is_held_against_the_round_at_the_runs_scale() {
+    let s = Scratch::new();
+    let study = s.study(
+        "budget.toml",
+        r#"[study]
+name = "budget"
+design = "until-decided"
+max_duration = "5s"
+[defaults]
+quiesce_s = 1
+[[configuration]]
+name = "a"
+[[configuration]]
+name = "b"
+[[workload]]
+kind = "fake"
+size = [1, 2]
+sleep_s = 2
+"#,
+    );
+    let path = study.to_str().unwrap();
+    for args in [vec!["check", path], vec!["run", path]] {
+        let err = refused(&s, &args);
+        for want in [
+            &format!("{path}:4:"),
+            "key `study.max_duration`",
+            "5s is less than one round",
+        ] {
+            assert!(
+                err.contains(want),
+                "{args:?}: {want:?} missing from:\n{err}"
+            );
+        }
+    }
+    assert_eq!(samples(&s), 0, "a refused run ran nothing");
+    let out = s.run_ok(&["check", "--scale", "0.1", path]);
+    assert!(out.contains("max_duration 5s"), "{out}");
+}

@@ -105,6 +105,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             }
             crate::envcmd::check_profiles(&s)?;
             let opts = options(quick, scale)?;
+            s.check_budget(&reg, opts)?;
             let plan = Plan::new(&s, &reg, opts);
             writeln!(
                 std::io::stdout(),
@@ -217,7 +218,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             let action = match resume {
                 Some(id) if until_decided => runner::Action::UntilDecided(id, max_repetitions),
                 Some(id) => runner::Action::Resume(id),
-                None => runner::Action::Start(&study, options(quick, scale)?),
+                None => {
+                    let opts = options(quick, scale)?;
+                    study.check_budget(&reg, opts)?;
+                    runner::Action::Start(&study, opts)
+                }
             };
             let outcome = execute(&mut store, &reg, &study, action, restore_first, true)?;
             let report = load(&store, &RunSelection::Run(outcome.run_id))?;
@@ -227,18 +232,28 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
                 term.layout(),
             );
             std::io::stdout().write_all(text.as_bytes())?;
-            eprintln!(
-                "benchlab: run {} {} (stored in {}; `benchlab show {}` prints it again{})",
-                outcome.run_id,
-                outcome.status_text(),
-                benchlab_store::Target::from_path(&cli.db),
-                outcome.run_id,
-                if outcome.interrupted {
-                    format!(", `benchlab run --resume {}` continues it", outcome.run_id)
-                } else {
-                    String::new()
-                }
+            // Within the summary's width, as the lines above it; the
+            // store's path is never cut.
+            let mut done = String::new();
+            benchlab_report::terminal::wrap_whole(
+                &format!(
+                    "run {} {} (stored in {}; `benchlab show {}` prints it again{})",
+                    outcome.run_id,
+                    outcome.status_text(),
+                    benchlab_store::Target::from_path(&cli.db),
+                    outcome.run_id,
+                    if outcome.interrupted {
+                        format!(", `benchlab run --resume {}` continues it", outcome.run_id)
+                    } else {
+                        String::new()
+                    }
+                ),
+                "benchlab: ",
+                "  ",
+                term.layout().width,
+                &mut done,
             );
+            eprint!("{done}");
             Ok(if outcome.interrupted {
                 EXIT_INTERRUPTED
             } else if outcome.failed > 0 || outcome.stopped {

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use benchlab_core::plan::RunOptions;
 use benchlab_core::study::Study;
 use benchlab_core::units::now_rfc3339;
 use benchlab_engine::Outcome;
@@ -32,6 +33,8 @@ pub(crate) fn submit(
     let reg = registry();
     let s = load_study(study, &reg, hosts)?;
     crate::envcmd::check_profiles(&s)?;
+    // A worker runs the entry at full scale.
+    s.check_budget(&reg, RunOptions::default())?;
     let every_s = every.map(benchlab_lab::parse_every).transpose()?;
     let lab = match &hosts.lab {
         Some(p) => Some((
@@ -185,7 +188,11 @@ impl Executor for RunAsCli {
         };
         let what = match job.resume {
             Some(id) => runner::Action::Resume(id),
-            None => runner::Action::Start(&study, options(false, None)?),
+            None => {
+                let opts = options(false, None)?;
+                study.check_budget(&self.reg, opts)?;
+                runner::Action::Start(&study, opts)
+            }
         };
         execute(store, &self.reg, &study, what, job.restore_first, false)
     }

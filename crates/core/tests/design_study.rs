@@ -102,12 +102,36 @@ fn a_budget_smaller_than_one_round_is_refused() {
     let s = parse(&study("")).unwrap();
     let round = s.round_s(&reg, RunOptions::default());
     assert!(round > 12.0 && round < 13.0, "{round}");
-    refused(
-        &study("design = \"until-decided\"\nmax_duration = \"5s\""),
-        4,
-        "study.max_duration",
-        &["less than one round", "at least"],
+    // Refused where the run's options are known: a 5 s budget holds no
+    // full-length round, but a round at a tenth of the time fits in it.
+    let short = parse(&study("design = \"until-decided\"\nmax_duration = \"5s\"")).unwrap();
+    let e = short
+        .check_budget(&reg, RunOptions::default())
+        .expect_err("5 s holds no round");
+    let shown = e.to_string();
+    assert_eq!(
+        (e.file.as_str(), e.line, e.key.as_str()),
+        ("d.toml", 4, "study.max_duration"),
+        "{shown}"
     );
+    for n in ["less than one round", "at least", "12"] {
+        assert!(shown.contains(n), "`{n}` missing from: {shown}");
+    }
+    assert!(!shown.contains("at this run's scale"), "{shown}");
+    let tenth = RunOptions {
+        scale: 0.1,
+        quick: false,
+    };
+    assert!(short.round_s(&reg, tenth) < 5.0);
+    short
+        .check_budget(&reg, tenth)
+        .expect("a tenth of a round fits in 5 s");
+    let double = RunOptions {
+        scale: 2.0,
+        quick: false,
+    };
+    let e = short.check_budget(&reg, double).unwrap_err();
+    assert!(e.to_string().contains("at this run's scale"), "{e}");
     refused(
         &study("max_duration = \"soon\""),
         3,

@@ -149,6 +149,17 @@ fn section(s: &Section, first: bool, width: usize, notes: &mut Notes, out: &mut 
 /// others after `rest`. A word longer than a line is cut. A mark stays on
 /// the line of the name it marks (`tcg (emulated)` is never split).
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize, out: &mut String) {
+    fill(text, first, rest, width, true, out)
+}
+
+/// [`wrap`], except that a word longer than a line stands whole on a line
+/// of its own: for text whose words must survive, such as a store's path
+/// in a message.
+pub fn wrap_whole(text: &str, first: &str, rest: &str, width: usize, out: &mut String) {
+    fill(text, first, rest, width, false, out)
+}
+
+fn fill(text: &str, first: &str, rest: &str, width: usize, cut_long: bool, out: &mut String) {
     let mark = crate::document::marks::EMULATED_MARK;
     let mut words: Vec<String> = Vec::new();
     for word in text.split(' ').filter(|w| !w.is_empty()) {
@@ -176,7 +187,7 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize, out: &mut String)
             len += 1;
         }
         let room = width.saturating_sub(len).max(1);
-        if wl > room {
+        if cut_long && wl > room {
             line.push_str(&cut(word, room));
             len += room;
         } else {
@@ -286,6 +297,32 @@ mod tests {
         let mut out = String::new();
         wrap("abcdefghijklmnop", "", "", 8, &mut out);
         assert_eq!(out, "abcdefg…\n");
+    }
+
+    #[test]
+    fn wrap_whole_keeps_a_long_word_and_wrap_cuts_it() {
+        let path = format!("/tmp/{}/store.db", "d".repeat(40));
+        let text = format!("run 1 completed (stored in {path}; `benchlab show 1` prints it again)");
+        let mut whole = String::new();
+        super::wrap_whole(&text, "benchlab: ", "  ", 30, &mut whole);
+        let lines: Vec<&str> = whole.lines().collect();
+        assert!(lines.contains(&format!("  {path};").as_str()), "{whole}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.chars().count() <= 30 || l.contains(&path)),
+            "{whole}"
+        );
+        assert_eq!(
+            whole.split_whitespace().collect::<Vec<_>>(),
+            format!("benchlab: {text}")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        );
+        let mut cut = String::new();
+        super::wrap(&text, "benchlab: ", "  ", 30, &mut cut);
+        assert!(cut.lines().all(|l| l.chars().count() <= 30), "{cut}");
+        assert!(!cut.contains(&path) && cut.contains('…'), "{cut}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::values::join;
-use super::{Ctx, DeValue, StudyError, Tab, Val};
+use super::{Ctx, DeTable, DeValue, StudyError, Tab, Val};
 
 /// How a study decides how many repetitions each point gets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -292,20 +292,9 @@ impl Ctx<'_> {
         if let Some(v) = t.get("margin") {
             self.check_margin_metrics(v, "study.margin", &d.margin, &workloads)?;
         }
-        if let (Some(v), Some(max_s)) = (t.get("max_duration"), d.max_duration_s) {
-            let round_s = study.round_s(registry, crate::plan::RunOptions::default());
-            if max_s < round_s {
-                return Err(self.err(
-                    v.span(),
-                    "study.max_duration",
-                    format!(
-                        "{} is less than one round ({}: one repetition of every point under every configuration): allowed is at least that",
-                        crate::units::format_duration(max_s),
-                        crate::units::format_duration(round_s)
-                    ),
-                ));
-            }
-        }
+        // A budget below one round is refused where the run's options
+        // are known (`Study::check_budget`): `--scale` and `--quick`
+        // shorten the round, and a quick trial may carry a short budget.
         if d.kind != DesignKind::UntilDecided {
             return Ok(());
         }
@@ -397,6 +386,57 @@ impl super::Study {
 }
 
 impl super::Study {
+    /// Refuses a `max_duration` shorter than one round as `opts` run it
+    /// (every point once under every configuration, scaled): a budget no
+    /// round fits in could decide nothing. `run` and `check` call it once
+    /// the options are known.
+    pub fn check_budget(
+        &self,
+        registry: &crate::workload::Registry,
+        opts: crate::plan::RunOptions,
+    ) -> Result<(), StudyError> {
+        let Some(max_s) = self.design.max_duration_s else {
+            return Ok(());
+        };
+        let round_s = self.round_s(registry, opts);
+        if max_s >= round_s {
+            return Ok(());
+        }
+        let scaled = if opts.quick || opts.scale != 1.0 {
+            " at this run's scale"
+        } else {
+            ""
+        };
+        let message = format!(
+            "{} is less than one round{scaled} ({}: one repetition of every point under every configuration): allowed is at least that",
+            crate::units::format_duration(max_s),
+            crate::units::format_duration(round_s)
+        );
+        // The key's place in the file, read again from its text (the
+        // study keeps no spans).
+        let cx = Ctx {
+            file: &self.file,
+            text: &self.text,
+        };
+        let span = DeTable::parse(&self.text).ok().and_then(|doc| {
+            let study = doc.get_ref().get("study")?;
+            match study.get_ref() {
+                DeValue::Table(t) => t.get("max_duration").map(|v| v.span()),
+                _ => None,
+            }
+        });
+        Err(match span {
+            Some(span) => cx.err(span, "study.max_duration", message),
+            None => StudyError {
+                file: self.file.clone(),
+                line: 0,
+                column: 0,
+                key: "study.max_duration".into(),
+                message,
+            },
+        })
+    }
+
     /// The block repetition `repetition` of a point planned for `planned`
     /// repetitions ran in, under its configuration: its own under the
     /// until-decided design (each round is one block per configuration),
