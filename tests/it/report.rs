@@ -807,7 +807,7 @@ fail = true
 
 /// Where `name` stands as a word in `text` without ` (emulated)` after
 /// it: each place with its context.
-fn unmarked(text: &str, name: &str) -> Vec<String> {
+pub(crate) fn unmarked(text: &str, name: &str) -> Vec<String> {
     let word = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
     let mut found = Vec::new();
     for (at, _) in text.match_indices(name) {
@@ -831,7 +831,7 @@ fn unmarked(text: &str, name: &str) -> Vec<String> {
 
 /// `text` without the blocks between `open` and `close` (a study file
 /// shown verbatim).
-fn without(text: &str, open: &str, close: &str) -> String {
+pub(crate) fn without(text: &str, open: &str, close: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(i) = rest.find(open) {

@@ -685,14 +685,19 @@ pub(crate) fn decisions(
 
 /// The hosts' system-configuration table (Appendix A, serve's hosts page),
 /// one column per host labelled "name (roles)", from the inventories the
-/// run stored; `None` when no host has a readable inventory.
-pub fn host_table(hosts: &[HostRow]) -> Option<benchlab_inventory::HostTable> {
+/// run stored, the roles as `roles` writes them (a report marks the
+/// configurations they name); `None` when no host has a readable
+/// inventory.
+pub fn host_table(
+    hosts: &[HostRow],
+    roles: impl Fn(&str) -> String,
+) -> Option<benchlab_inventory::HostTable> {
     let invs: Vec<(String, benchlab_inventory::Inventory)> = hosts
         .iter()
         .filter_map(|h| {
             serde_json::from_value(h.inventory.clone())
                 .ok()
-                .map(|i| (format!("{} ({})", h.name, h.roles), i))
+                .map(|i| (format!("{} ({})", h.name, roles(&h.roles)), i))
         })
         .collect();
     if invs.is_empty() {

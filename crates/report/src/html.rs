@@ -353,7 +353,8 @@ pub fn inventory_html(hosts: &[benchlab_store::HostRow]) -> String {
 /// headings above them) when `differences_only`.
 pub fn inventory_html_with(hosts: &[benchlab_store::HostRow], differences_only: bool) -> String {
     let mut o = String::new();
-    let Some(t) = crate::build::host_table(hosts) else {
+    // Hosts of several runs: no one run's marks apply.
+    let Some(t) = crate::build::host_table(hosts, str::to_string) else {
         o.push_str("<p>No host inventory was recorded.</p>\n");
         return o;
     };

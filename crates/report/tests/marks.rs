@@ -136,3 +136,30 @@ fn every_format_carries_the_mark_in_every_table_heading() {
     let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json)).unwrap();
     assert_eq!(json["emulated"][0]["configuration"], "tcg");
 }
+
+/// Messages benchlab wrote (the order's reason, events, methodology) and
+/// a host's stored roles name an emulated configuration with its mark;
+/// the others, and names that only contain it, stay as they are (found
+/// on a real TCG run: "the hosts (configuration `on-guest`) is costly to
+/// switch", "host vm (server in on-guest)").
+#[test]
+fn messages_and_roles_mark_the_configurations_they_name() {
+    use benchlab_report::document::marks;
+    let r = report();
+    assert_eq!(
+        marks::message(&r, "the hosts (configuration `tcg`) is costly to switch"),
+        "the hosts (configuration `tcg (emulated)`) is costly to switch"
+    );
+    assert_eq!(
+        marks::message(
+            &r,
+            "vm booted for configuration `tcg2`; configuration `metal`"
+        ),
+        "vm booted for configuration `tcg2`; configuration `metal`"
+    );
+    assert_eq!(
+        marks::roles(&r, "server in tcg and metal,client"),
+        "server in tcg (emulated) and metal,client"
+    );
+    assert_eq!(marks::roles(&r, "server,client"), "server,client");
+}

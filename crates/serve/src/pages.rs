@@ -470,7 +470,7 @@ fn hosts_download(file: &str, req: &Request, store: &Store) -> Result<Response, 
     if hosts.is_empty() {
         return Err(Fail(400, "pick hosts: ?a=RUN[:HOST]&b=RUN[:HOST]".into()));
     }
-    let table = benchlab_report::build::host_table(&hosts);
+    let table = benchlab_report::build::host_table(&hosts, str::to_string);
     let md = table.as_ref().map(|t| t.markdown()).unwrap_or_default();
     Ok(match file {
         "report.json" => Response::download(

@@ -203,7 +203,7 @@ impl Doc<'_> {
         // without a verdict (one block each); the detail always has it.
         if !report.order.is_empty() {
             let p = Block::Paragraph(Text::with(
-                format!("Order: {}.", report.order),
+                format!("Order: {}.", marks::message(report, &report.order)),
                 &[Class::Small],
             ));
             if crate::text::drift_unknown(report) {
@@ -223,7 +223,7 @@ impl Doc<'_> {
                 format!(
                     "host {} ({}): {}, {} logical CPUs, kernel {}",
                     h.name,
-                    h.roles,
+                    marks::roles(report, &h.roles),
                     inv["cpu"]["model_name"].as_str().unwrap_or("unknown CPU"),
                     inv["cpu"]["logical_cpus"].as_u64().unwrap_or(0),
                     inv["os"]["kernel_release"].as_str().unwrap_or("?")
@@ -1095,7 +1095,7 @@ impl Doc<'_> {
     fn appendix_a(&mut self) {
         let report = self.report;
         let mut blocks = Vec::new();
-        match crate::build::host_table(&report.hosts) {
+        match crate::build::host_table(&report.hosts, |r| marks::roles(report, r)) {
             None => blocks.push(Block::Paragraph(Text::plain(
                 "No host inventory was recorded.",
             ))),
@@ -1213,7 +1213,7 @@ impl Doc<'_> {
         let report = self.report;
         let rows = crate::text::methodology(report)
             .into_iter()
-            .map(|l| vec![l.label, l.text])
+            .map(|l| vec![l.label, marks::message(report, &l.text)])
             .collect();
         self.push(
             Part::Appendix,
@@ -1224,7 +1224,13 @@ impl Doc<'_> {
             let rows = report
                 .events
                 .iter()
-                .map(|e| vec![e.at.clone(), e.kind.clone(), e.message.clone()])
+                .map(|e| {
+                    vec![
+                        e.at.clone(),
+                        e.kind.clone(),
+                        marks::message(report, &e.message),
+                    ]
+                })
                 .collect();
             self.push(
                 Part::Appendix,

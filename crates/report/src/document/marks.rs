@@ -23,6 +23,43 @@ pub fn configuration(report: &RunReport, name: &str) -> String {
     }
 }
 
+/// A message benchlab wrote (the order's reason, a run event, a note),
+/// with each emulated configuration it names as "configuration `NAME`"
+/// marked inside the quotes, as every heading marks it.
+pub fn message(report: &RunReport, text: &str) -> String {
+    let mut out = text.to_string();
+    for e in &report.emulated {
+        let bare = format!("configuration `{}`", e.configuration);
+        if out.contains(&bare) {
+            let marked = format!(
+                "configuration `{}`",
+                configuration(report, &e.configuration)
+            );
+            out = out.replace(&bare, &marked);
+        }
+    }
+    out
+}
+
+/// A host's roles as the run stored them (`server in a and b,client`),
+/// each configuration they name marked.
+pub fn roles(report: &RunReport, roles: &str) -> String {
+    roles
+        .split(',')
+        .map(|part| match part.split_once(" in ") {
+            Some((role, names)) => {
+                let names: Vec<String> = names
+                    .split(" and ")
+                    .map(|n| configuration(report, n))
+                    .collect();
+                format!("{role} in {}", names.join(" and "))
+            }
+            None => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A published (imported) column's label: the one place that decides
 /// the published mark.
 pub fn published(name: &str) -> String {
