@@ -76,10 +76,6 @@ fn state_text(s: &Stored) -> String {
 /// `/bisect`: every bisection, newest first.
 pub(crate) fn bisections_page(store: &Store) -> Result<Response, Fail> {
     let mut o = String::from("<h1>Bisections</h1>\n");
-    if !store.has_bisections()? {
-        o.push_str("<p id=\"bisections-none\">This store has no bisections: its schema predates them (<code>benchlab store upgrade</code> upgrades it).</p>\n");
-        return Ok(page("bisections", "bisect", &o));
-    }
     let rows = store.bisections()?;
     let _ = writeln!(
         o,
@@ -140,9 +136,6 @@ pub(crate) fn bisection_page(rest: &str, store: &Store) -> Result<Response, Fail
                 format!("`{rest}` is not a bisection id (a positive number)"),
             )
         })?;
-    if !store.has_bisections()? {
-        return Err(Fail(404, format!("no bisection {id}: this store has none")));
-    }
     let s = benchlab_bisect::stored(store, id)
         .map_err(fail)?
         .ok_or_else(|| Fail(404, format!("no bisection {id} in the store: see /bisect")))?;
@@ -346,9 +339,6 @@ fn open_round(o: &mut String, s: &Stored, store: &Store) -> Result<(), Fail> {
 
 /// The line a run's page shows when the run is a round of bisections.
 pub(crate) fn run_note(store: &Store, run_id: i64) -> Result<String, Fail> {
-    if !store.has_bisections()? {
-        return Ok(String::new());
-    }
     let mut o = String::new();
     for round in store.bisection_rounds_of_run(run_id)? {
         let b = round.bisection_id;

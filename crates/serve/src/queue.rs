@@ -19,10 +19,6 @@ use crate::runs::progress_text;
 /// `/queue`.
 pub(crate) fn queue_page(store: &Store) -> Result<Response, Fail> {
     let mut o = String::from("<h1>Queue</h1>\n");
-    if !store.has_queue()? {
-        o.push_str("<p id=\"queue-none\">This store has no queue: its schema predates it (<code>benchlab --db URL list</code> upgrades it).</p>\n");
-        return Ok(page("queue", "queue", &o));
-    }
     let entries = store.queue_entries()?;
     let waits = store.queue_waits()?;
     let newest = benchlab_store::newest_periodic(&entries);

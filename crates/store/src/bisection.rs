@@ -5,18 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{vals, Row};
-use crate::{Result, Store, StoreError, MIGRATIONS};
-
-/// The schema version that has the bisection tables: a reader of an
-/// older store (opened read-only, never upgraded) asks
-/// [`Store::has_bisections`] before it queries them.
-pub fn bisection_schema_version() -> i64 {
-    MIGRATIONS
-        .iter()
-        .position(|m| m.contains("CREATE TABLE bisection ("))
-        .map(|i| i as i64 + 1)
-        .expect("a migration makes the bisection tables")
-}
+use crate::{Result, Store, StoreError};
 
 /// Where a bisection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,11 +199,5 @@ impl Store {
         .iter()
         .map(bisection_run_row)
         .collect()
-    }
-
-    /// True when the store has the bisection tables (a store made by an
-    /// older benchlab and not upgraded has not).
-    pub fn has_bisections(&self) -> Result<bool> {
-        Ok(self.schema_version()? >= bisection_schema_version())
     }
 }

@@ -37,7 +37,7 @@ mod stacks;
 mod target;
 mod upgrade;
 
-pub use bisection::{bisection_schema_version, BisectionRow, BisectionRunRow, BisectionStatus};
+pub use bisection::{BisectionRow, BisectionRunRow, BisectionStatus};
 pub use copy::Copied;
 #[cfg(feature = "postgres")]
 pub use pg::{

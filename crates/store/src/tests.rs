@@ -641,7 +641,6 @@ both! {
         // The run replaced in round 1 belongs to round 0 only.
         assert_eq!(store.bisection_rounds_of_run(run).unwrap(), vec![round(0, run)]);
         assert_eq!(store.bisection_rounds_of_run(other).unwrap(), vec![round(1, other)]);
-        assert!(store.has_bisections().unwrap());
     }
 
     fn every_column_is_copied(db: &Db) {
