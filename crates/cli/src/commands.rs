@@ -218,11 +218,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<i32> {
             let action = match resume {
                 Some(id) if until_decided => runner::Action::UntilDecided(id, max_repetitions),
                 Some(id) => runner::Action::Resume(id),
-                None => {
-                    let opts = options(quick, scale)?;
-                    study.check_budget(&reg, opts)?;
-                    runner::Action::Start(&study, opts)
-                }
+                None => runner::Action::Start(&study, options(quick, scale)?),
             };
             let outcome = execute(&mut store, &reg, &study, action, restore_first, true)?;
             let report = load(&store, &RunSelection::Run(outcome.run_id))?;
@@ -482,6 +478,11 @@ pub(crate) fn execute(
     restore_first: bool,
     by_hand: bool,
 ) -> Result<benchlab_engine::Outcome> {
+    // A new run's budget against its round at its scale, before
+    // anything is locked or leased (for `run` and a lab worker alike).
+    if let runner::Action::Start(s, opts) = &what {
+        s.check_budget(reg, *opts)?;
+    }
     // One run at a time on this controller; then the study's own
     // test bed, unless the user brought it up.
     let _lock = benchlab_engine::RunLock::acquire(&study.file)?;

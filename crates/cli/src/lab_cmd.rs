@@ -188,11 +188,7 @@ impl Executor for RunAsCli {
         };
         let what = match job.resume {
             Some(id) => runner::Action::Resume(id),
-            None => {
-                let opts = options(false, None)?;
-                study.check_budget(&self.reg, opts)?;
-                runner::Action::Start(&study, opts)
-            }
+            None => runner::Action::Start(&study, options(false, None)?),
         };
         execute(store, &self.reg, &study, what, job.restore_first, false)
     }
