@@ -81,15 +81,19 @@ fn a_planted_difference_reads_better_with_its_repetitions_in_every_format() {
         .count();
     assert_eq!(design["comparisons"], decisions.len(), "{design}");
     assert_eq!(design["decided"], decided, "{design}");
+    let counted = |n: &serde_json::Value, noun: &str| {
+        let n = n.as_u64().unwrap();
+        format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+    };
     let header = format!(
-        "Until decided: {decided} of {} comparison(s) decided in {} round(s), {} repetition(s),",
-        decisions.len(),
-        design["rounds"],
-        design["repetitions"]
+        "Until decided: {decided} of {} decided in {} ({},",
+        counted(&serde_json::json!(decisions.len()), "comparison"),
+        counted(&design["rounds"], "round"),
+        counted(&design["repetitions"], "repetition"),
     );
     let fixed = format!(
-        "the fixed design: {} repetition(s), about",
-        design["fixed_repetitions"]
+        "fixed design: {}, about",
+        counted(&design["fixed_repetitions"], "repetition")
     );
     let aa_called = control
         .iter()

@@ -229,7 +229,7 @@ mod tests {
             "{html}"
         );
         assert!(
-            html.contains("<li class=\"emulated\">tcg (emulated) vs metal"),
+            html.contains("class=\"emulated\">Headline findings: tcg (emulated) vs metal</h2>"),
             "{html}"
         );
     }

@@ -6,7 +6,7 @@
 //! column; a cell wider than the width is cut with "…". Notes that the
 //! tables after a table share are written once, under the first, saying
 //! how many tables below they hold for: read top to bottom, the seventh
-//! "n = 3 repetition(s) per figure" says nothing new and cost the demo's
+//! "n = 3 repetitions per figure" says nothing new and cost the demo's
 //! summary 12 of its lines at 80 columns.
 
 use std::fmt::Write;
@@ -101,9 +101,9 @@ impl Notes {
         let mut out = these.clone();
         if let Some(last) = out.last_mut().filter(|_| same > 0) {
             last.push_str(&if same == 1 {
-                " The same holds for the table below.".to_string()
+                " Likewise below.".to_string()
             } else {
-                format!(" The same holds for the {same} tables below.")
+                format!(" Likewise for the {same} tables below.")
             });
         }
         out
@@ -147,7 +147,8 @@ fn section(s: &Section, first: bool, width: usize, notes: &mut Notes, out: &mut 
 
 /// Writes `text` wrapped at `width`: the first line after `first`, the
 /// others after `rest`. A word longer than a line is cut. A mark stays on
-/// the line of the name it marks (`tcg (emulated)` is never split).
+/// the line of the name it marks (`tcg (emulated)` is never split), and a
+/// unit the line of its number (`124 s`).
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize, out: &mut String) {
     fill(text, first, rest, width, true, out)
 }
@@ -167,6 +168,10 @@ fn fill(text: &str, first: &str, rest: &str, width: usize, cut_long: bool, out: 
             Some(name) if word.starts_with(mark) => {
                 name.push(' ');
                 name.push_str(word);
+            }
+            Some(number) if number.ends_with(|c: char| c.is_ascii_digit()) && is_unit(word) => {
+                number.push(' ');
+                number.push_str(word);
             }
             _ => words.push(word.to_string()),
         }
@@ -197,6 +202,15 @@ fn fill(text: &str, first: &str, rest: &str, width: usize, cut_long: bool, out: 
         empty = false;
     }
     let _ = writeln!(out, "{}", line.trim_end());
+}
+
+/// A unit of time or size after a number, punctuation after it allowed.
+fn is_unit(word: &str) -> bool {
+    let unit = word.trim_end_matches(|c: char| c.is_ascii_punctuation());
+    matches!(
+        unit,
+        "s" | "ms" | "µs" | "ns" | "min" | "h" | "B" | "KiB" | "MiB" | "GiB"
+    )
 }
 
 /// `s` in at most `n` characters, "…" for what is cut.
@@ -336,7 +350,7 @@ mod tests {
         assert_eq!(
             written,
             vec![
-                n("a The same holds for the 2 tables below."),
+                n("a Likewise for the 2 tables below."),
                 Vec::new(),
                 Vec::new(),
                 n("b"),

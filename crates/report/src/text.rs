@@ -10,13 +10,13 @@ use crate::model::RunReport;
 /// advantage is computed and what its marks say.
 pub fn legend(report: &RunReport) -> String {
     format!(
-        "Figures: {}, ± half its confidence interval. Advantage over `{}`: (A−B)/B, or (B−A)/B when lower is better. Verdicts ({}, 5% error rate): no mark = better or worse by more than ±{}; ≈ = equivalent within it; ~ = undecided; ? = too few repetitions.{}\n",
+        "Figures: {}, ± half its confidence interval. Advantage over `{}`: (A−B)/B, or (B−A)/B when lower is better. Verdicts ({}): no mark = better or worse beyond ±{}; ≈ = equivalent within it; ~ = undecided; ? = too few repetitions.{}\n",
         selection_text(report.selection),
         report.configurations.first().map(|c| c.name.as_str()).unwrap_or("-"),
         if report.design.is_some() {
-            "the sequential rule, looking after every round"
+            "5% error rate, a look after every round"
         } else {
-            "the sequential rule, one look at the repetitions run"
+            "5% error rate, one look"
         },
         margins(report).trim_start_matches('±'),
         if drift_unknown(report) {

@@ -77,7 +77,7 @@ fn verdicts_margins_repetitions_and_cost_in_every_format() {
     let r = report(Decided::Equivalent);
     for (name, out) in formats(&r) {
         for want in [
-            "Until decided: 2 of 3 comparison(s) decided in 7 round(s), 21 repetition(s), 12.5 s (max_repetitions reached); the fixed design: 60 repetition(s), about 35.0 s.",
+            "Until decided: 2 of 3 comparisons decided in 7 rounds (21 repetitions, 12 s; max_repetitions reached); fixed design: 60 repetitions, about 35 s.",
             "vs",
             "better",
             "undecided",
@@ -97,7 +97,7 @@ fn verdicts_margins_repetitions_and_cost_in_every_format() {
     let summary = render(&r, Format::Table);
     let summary = summary.split_whitespace().collect::<Vec<_>>().join(" ");
     for want in [
-        "plus5 vs base — w · ops: better in 1 (+5.12%) of 1; 7 repetitions per side.",
+        "plus5 vs base — w · ops: better in 1 (+5.12%) of 1; n = 7 per side.",
         "other vs base — w · ops: undecided in 1 (+0.31%; could detect ±3.25%) of 1",
     ] {
         assert!(summary.contains(want), "summary lacks {want:?}:\n{summary}");

@@ -174,7 +174,7 @@ fn demo_jitter_is_undecided_everywhere() {
         findings.contains("undecided in 1 (+89.53%; could detect ±"),
         "{findings}"
     );
-    assert!(findings.contains("3 repetitions per side"), "{findings}");
+    assert!(findings.contains("n = 3 per side"), "{findings}");
     for never in ["no difference", "equivalent", "no significant difference"] {
         assert!(!findings.contains(never), "{findings}");
     }

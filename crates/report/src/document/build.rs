@@ -150,12 +150,11 @@ impl Doc<'_> {
         };
         blocks.push(Block::Paragraph(Text::with(
             format!(
-                "Run {} · study {} · {} · {} → {}{trial}",
+                "Run {} · study {} · {} · {}{trial}",
                 r.id,
                 r.study_name,
                 format!("{:?}", r.status).to_lowercase(),
-                r.started_at,
-                r.ended_at.as_deref().unwrap_or("…"),
+                span(&r.started_at, r.ended_at.as_deref()),
             ),
             &[Class::Small],
         )));
@@ -164,6 +163,9 @@ impl Doc<'_> {
         }
         if !report.configurations.is_empty() {
             let mut g = text_grid(&["configuration", "description"], Vec::new());
+            // Its two or three rows read as a list: the rule would cost
+            // the summary a line.
+            g.rule = false;
             for c in &report.configurations {
                 let mut name = marks::configuration_cell(report, &c.name);
                 name.class.push(Class::Left);
@@ -242,15 +244,13 @@ impl Doc<'_> {
     /// rest on; then verdicts no table shows, per workload and metric.
     fn findings(&mut self) {
         let report = self.report;
-        let mut items = Vec::new();
+        let mut found = Vec::new();
         let mut shown: Vec<&crate::model::Decision> = Vec::new();
         for t in &report.tables {
             for c in 1..t.columns.len() {
                 let ds = marks::decisions_of(report, t, c);
                 shown.extend(ds.iter().copied());
-                if let Some(item) = table_finding(report, t, c, &ds) {
-                    items.push(item);
-                }
+                found.extend(table_finding(report, t, c, &ds));
             }
         }
         // The A/A control's verdicts beside the real ones, and any
@@ -287,19 +287,45 @@ impl Doc<'_> {
                 .iter()
                 .map(|d| (Some(d.verdict), d.advantage_pct.unwrap_or(f64::NAN), false))
                 .collect();
-            let who = if ds.iter().any(|d| d.control) {
+            let control = ds.iter().any(|d| d.control);
+            let who = if control {
                 marks::control(self.base())
             } else {
                 marks::configuration(report, cfg)
             };
-            items.push(Text::plain(format!(
-                "{who} vs {} — {w} · {m}: {} of {}{}.",
-                marks::configuration(report, self.base()),
-                marks::verdict_counts(&cmps, &ds),
-                ds.len(),
-                marks::repetitions(&ds)
-            )));
+            found.push(Finding {
+                pair: format!("{who} vs {}", marks::configuration(report, self.base())),
+                text: format!(
+                    "{w} · {m}: {} of {}{}.",
+                    marks::verdict_counts(&cmps, &ds),
+                    ds.len(),
+                    marks::repetitions(&ds)
+                ),
+                emulated: !control && marks::is_emulated(report, cfg)
+                    || marks::is_emulated(report, self.base()),
+            });
         }
+        // One pair compared throughout (two configurations, no control):
+        // it is said once, in the heading, not before every finding.
+        let pair = found
+            .first()
+            .map(|f| f.pair.clone())
+            .filter(|p| found.iter().all(|f| f.pair == *p));
+        let mut items: Vec<Text> = found
+            .iter()
+            .map(|f| Text {
+                text: match pair {
+                    Some(_) => f.text.clone(),
+                    None => format!("{} — {}", f.pair, f.text),
+                },
+                label: String::new(),
+                class: if f.emulated {
+                    vec![Class::Emulated]
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
         for v in &report.views {
             let View::Curve(c) = v else { continue };
             for f in &c.findings {
@@ -313,9 +339,16 @@ impl Doc<'_> {
         if items.is_empty() {
             items.push(Text::plain("One configuration only: nothing to compare."));
         }
+        let mut head = heading(2, "Headline findings");
+        if let (Some(h), Some(p)) = (head.as_mut(), pair) {
+            h.text = format!("Headline findings: {p}");
+            if found.iter().any(|f| f.emulated) {
+                h.class.push(Class::Emulated);
+            }
+        }
         self.push(
             Part::Summary,
-            heading(2, "Headline findings"),
+            head,
             vec![Block::List {
                 items,
                 class: vec![Class::Findings],
@@ -593,7 +626,10 @@ impl Doc<'_> {
         }
         // One line: how many repetitions, and how sure the ± is.
         let n = if min_n == max_n {
-            format!("n = {max_n} repetition(s) per figure")
+            format!(
+                "n = {max_n} repetition{} per figure",
+                if max_n == 1 { "" } else { "s" }
+            )
         } else {
             format!("n = {min_n} to {max_n} repetitions per figure")
         };
@@ -1302,12 +1338,45 @@ pub fn host_grid(table: &benchlab_inventory::HostTable) -> Grid {
 
 /// One headline finding: configuration `c` of table `t` against the
 /// first, its verdicts counted (`ds`: their decisions).
+/// When a run ran: `2026-12-07 03:59:38 → 04:01:42 UTC`, the end's date
+/// only when it differs (to the second: the store keeps milliseconds);
+/// stored times of another form as they are.
+fn span(started: &str, ended: Option<&str>) -> String {
+    // `YYYY-MM-DDTHH:MM:SS[.fff]Z` as (date, time).
+    fn parts(t: &str) -> Option<(&str, &str)> {
+        let (date, rest) = t.split_once('T')?;
+        let time = rest.strip_suffix('Z')?;
+        let time = time.split_once('.').map_or(time, |(whole, _)| whole);
+        (date.len() == 10 && time.len() == 8).then_some((date, time))
+    }
+    let Some((d0, t0)) = parts(started) else {
+        return format!("{started} → {}", ended.unwrap_or("…"));
+    };
+    match ended.map(|e| (e, parts(e))) {
+        None => format!("{d0} {t0} UTC → …"),
+        Some((_, Some((d1, t1)))) if d1 == d0 => format!("{d0} {t0} → {t1} UTC"),
+        Some((_, Some((d1, t1)))) => format!("{d0} {t0} → {d1} {t1} UTC"),
+        Some((e, None)) => format!("{started} → {e}"),
+    }
+}
+
+/// A headline finding: the pair of configurations compared, and what
+/// was found.
+struct Finding {
+    /// `A vs B`, marks applied.
+    pair: String,
+    /// The rest: the table or metric, and its verdicts.
+    text: String,
+    /// Either configuration is emulated.
+    emulated: bool,
+}
+
 fn table_finding(
     report: &RunReport,
     t: &Table,
     c: usize,
     ds: &[&crate::model::Decision],
-) -> Option<Text> {
+) -> Option<Finding> {
     let cmps: Vec<(Option<benchlab_core::decision::Decided>, f64, bool)> = t
         .rows
         .iter()
@@ -1319,22 +1388,20 @@ fn table_finding(
     }
     let emulated =
         marks::is_emulated(report, &t.columns[c]) || marks::is_emulated(report, &t.columns[0]);
-    Some(Text {
-        text: format!(
-            "{} vs {} — {}: {} of {}{}.",
+    Some(Finding {
+        pair: format!(
+            "{} vs {}",
             marks::configuration(report, &t.columns[c]),
             marks::configuration(report, &t.columns[0]),
+        ),
+        text: format!(
+            "{}: {} of {}{}.",
             title_of(t),
             marks::verdict_counts(&cmps, ds),
             cmps.len(),
             marks::repetitions(ds),
         ),
-        label: String::new(),
-        class: if emulated {
-            vec![Class::Emulated]
-        } else {
-            Vec::new()
-        },
+        emulated,
     })
 }
 
@@ -1347,10 +1414,6 @@ fn confidence_note(t: &Table) -> Option<String> {
         .flat_map(|r| r.cells.iter().flatten())
         .filter_map(|c| c.ci.as_ref().map(|i| i.level))
         .fold(f64::INFINITY, f64::min);
-    (level.is_finite() && level < 0.949).then(|| {
-        format!(
-            "± is only a {:.0}% interval here (too few repetitions for 95%)",
-            level * 100.0
-        )
-    })
+    (level.is_finite() && level < 0.949)
+        .then(|| format!("± at {:.0}% confidence (too few for 95%)", level * 100.0))
 }

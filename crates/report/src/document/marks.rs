@@ -310,16 +310,36 @@ pub fn detectable(d: &Decision) -> String {
 /// what the study's fixed design would have cost.
 pub fn design_line(s: &DesignSummary) -> String {
     format!(
-        "Until decided: {} of {} comparison(s) decided in {} round(s), {} repetition(s), {:.1} s ({}); the fixed design: {} repetition(s), about {:.1} s.",
+        "Until decided: {} of {} decided in {} ({}, {}; {}); fixed design: {}, about {}.",
         s.decided,
-        s.comparisons,
-        s.rounds,
-        s.repetitions,
-        s.elapsed_s,
+        counted(s.comparisons, "comparison"),
+        counted(s.rounds, "round"),
+        counted(s.repetitions, "repetition"),
+        seconds(s.elapsed_s),
         s.stop.text(),
-        s.fixed_repetitions,
-        s.fixed_s
+        counted(s.fixed_repetitions, "repetition"),
+        seconds(s.fixed_s)
     )
+}
+
+/// A run's time: `4.2 s`, `124 s` (a tenth of a second says nothing of a
+/// run that took minutes, and costs the header a line at 80 columns).
+fn seconds(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// `1 round`, `20 rounds`.
+fn counted(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// The warning every format prints when the A/A control was called
@@ -485,13 +505,13 @@ pub fn verdict_counts(cmps: &[(Option<Decided>, f64, bool)], ds: &[&Decision]) -
     parts.join(", ")
 }
 
-/// `; 3 to 12 repetitions per side`: what some verdicts rest on.
+/// `; n = 3 to 12 per side`: the repetitions some verdicts rest on.
 pub fn repetitions(ds: &[&Decision]) -> String {
     let lo = ds.iter().map(|d| d.repetitions).min();
     let hi = ds.iter().map(|d| d.repetitions).max();
     match (lo, hi) {
-        (Some(a), Some(b)) if a == b => format!("; {a} repetitions per side"),
-        (Some(a), Some(b)) => format!("; {a} to {b} repetitions per side"),
+        (Some(a), Some(b)) if a == b => format!("; n = {a} per side"),
+        (Some(a), Some(b)) => format!("; n = {a} to {b} per side"),
         _ => String::new(),
     }
 }
