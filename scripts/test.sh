@@ -98,9 +98,21 @@ step crates cargo "${lint[@]}" test --workspace --exclude benchlab --locked --li
 locks="$logs/locks.log"
 : >"$locks"
 IT_THREADS=${RUST_TEST_THREADS:-$IT_THREADS}
+# The tests that run alone (tests/it/alone.txt) go last, one after the
+# other: among the others each one stopped every new test from starting
+# while it waited for the longest running one (a guest's kernel bisection,
+# minutes) to end.
+alone_list="$(pwd)/tests/it/alone.txt"
+mapfile -t alone_tests < <(sed '/^#/d; /^ *$/d' "$alone_list")
+skip_alone=()
+for t in "${alone_tests[@]}"; do skip_alone+=(--skip "$t"); done
 step it env BENCHLAB_TEST_SLOTS="$IT_SLOTS" BENCHLAB_LOCK_LOG="$locks" \
+  BENCHLAB_ALONE_LIST="$alone_list" \
   cargo "${lint[@]}" test -p benchlab --locked --bins --tests --no-fail-fast -- \
-  --test-threads "$IT_THREADS"
+  --test-threads "$IT_THREADS" --exact "${skip_alone[@]}"
+step it-alone env BENCHLAB_LOCK_LOG="$locks" BENCHLAB_ALONE_LIST="$alone_list" \
+  cargo "${lint[@]}" test -p benchlab --locked --test it --no-fail-fast -- \
+  --test-threads 1 --exact "${alone_tests[@]}"
 # The documentation tests come last; none of them can be skipped.
 step doc cargo "${lint[@]}" test --workspace --locked --doc --no-fail-fast
 
@@ -190,7 +202,7 @@ echo "== time per group (seconds; machine load $(cut -d' ' -f1-3 /proc/loadavg))
 while read -r name secs; do
   printf '%-10s %8s\n' "$name" "$secs"
   case "$name" in
-    crates | it | doc)
+    crates | it | it-alone | doc)
       binaries "$name" | while read -r bin t n; do
         case "$bin" in
           it::*) printf '    %-44s %8s  (ended at, %s tests)\n' "$bin" "$t" "$n" ;;
@@ -234,7 +246,7 @@ fi
 
 # The failed tests, named by binary, and whatever else failed (a binary
 # that did not build or died before its result line).
-failed=$(for s in crates it doc; do
+failed=$(for s in crates it it-alone doc; do
   [ -f "$logs/$s.log" ] || continue
   awk '
     $2 == "Running" { bin = $NF; sub(/^\(/, "", bin); sub(/\)$/, "", bin); sub(/.*\//, "", bin); sub(/-[0-9a-f]+$/, "", bin) }
@@ -254,7 +266,7 @@ else
   fi
   # cargo's own list of the test binaries that failed (also those that
   # failed without a test's FAILED line).
-  for s in crates it doc; do
+  for s in crates it it-alone doc; do
     [ -f "$logs/$s.log" ] || continue
     sed -n 's/^[0-9.]* //; /^error: [0-9]* targets\? failed:/,/^[^ ]/p' "$logs/$s.log" | grep '^ ' || true
   done

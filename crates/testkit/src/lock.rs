@@ -262,6 +262,7 @@ pub fn alone() -> Alone {
         READS.get() == 0,
         "take testkit::alone() before any Scratch or exclusive(): this test holds a share of the suite and would wait for itself"
     );
+    listed_as_alone();
     suite_start();
     log("ask", "alone");
     let mut st = SUITE.state();
@@ -279,6 +280,24 @@ pub fn alone() -> Alone {
     Alone {
         _thread: PhantomData,
     }
+}
+
+/// With `BENCHLAB_ALONE_LIST=FILE` (`scripts/test.sh`, which runs the
+/// tests FILE names after the others): panics unless the calling test
+/// (libtest names its thread after it) is in FILE, so that no alone test
+/// ends up among the others, stalling them while it waits.
+fn listed_as_alone() {
+    let Some(file) = std::env::var_os("BENCHLAB_ALONE_LIST") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("BENCHLAB_ALONE_LIST={}: {e}", file.to_string_lossy()));
+    let me = std::thread::current().name().unwrap_or("").to_string();
+    assert!(
+        text.lines().any(|l| l.trim() == me),
+        "{me} runs alone: add it to {} (scripts/test.sh runs the tests listed there after the others)",
+        file.to_string_lossy()
+    );
 }
 
 impl Drop for Alone {
