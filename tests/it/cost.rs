@@ -130,7 +130,11 @@ fn server_workload_loops_stay_within_their_counted_budgets() {
         for figure in ["syscalls/op", "allocs/op"] {
             let r = row(case, figure);
             let v: f64 = r[n + 1].parse().unwrap_or_else(|_| panic!("{r:?}"));
-            assert!(v >= 0.0, "{case} {figure}: {v}");
+            // A difference of two runs: a loop that batches its calls
+            // (mq.throughput, about 0.01 per message) came out at -0.01
+            // in a CI where the two runs' fixed costs differed by a call
+            // or two; a broken figure is far below that.
+            assert!(v >= -0.05, "{case} {figure}: {v}\n{stdout}");
         }
     }
     // mq.latency acks every message, flushed at once: one write for the
