@@ -147,8 +147,8 @@ fn section(s: &Section, first: bool, width: usize, notes: &mut Notes, out: &mut 
 
 /// Writes `text` wrapped at `width`: the first line after `first`, the
 /// others after `rest`. A word longer than a line is cut. A mark stays on
-/// the line of the name it marks (`tcg (emulated)` is never split), and a
-/// unit the line of its number (`124 s`).
+/// the line of the name it marks (`tcg (emulated)` is never split), a
+/// unit the line of its number (`124 s`), and `n = 4` stays whole.
 pub fn wrap(text: &str, first: &str, rest: &str, width: usize, out: &mut String) {
     fill(text, first, rest, width, true, out)
 }
@@ -172,6 +172,11 @@ fn fill(text: &str, first: &str, rest: &str, width: usize, cut_long: bool, out: 
             Some(number) if number.ends_with(|c: char| c.is_ascii_digit()) && is_unit(word) => {
                 number.push(' ');
                 number.push_str(word);
+            }
+            // `n = 4`: an equals sign binds the words on both sides.
+            Some(left) if word == "=" || left.ends_with(" =") => {
+                left.push(' ');
+                left.push_str(word);
             }
             _ => words.push(word.to_string()),
         }
@@ -311,6 +316,18 @@ mod tests {
         let mut out = String::new();
         wrap("abcdefghijklmnop", "", "", 8, &mut out);
         assert_eq!(out, "abcdefg…\n");
+    }
+
+    #[test]
+    fn a_number_keeps_its_unit_and_n_its_count() {
+        // Width 12 splits after "took 124" and after "of 2; n" when words
+        // wrap one by one.
+        let mut out = String::new();
+        super::wrap("it took 124 s; of 2; n = 4 per side.", "", "", 12, &mut out);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.iter().any(|l| l.contains("124 s;")), "{out}");
+        assert!(lines.iter().any(|l| l.contains("n = 4")), "{out}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 12), "{out}");
     }
 
     #[test]
