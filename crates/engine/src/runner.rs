@@ -505,14 +505,12 @@ impl Engine<'_> {
         }
         let started = now_rfc3339();
         let (outcome, monitored) = self.measure(point, unit.repetition, config, entry);
-        let outcome = match outcome {
-            Err(UnitError::Failed(why)) => Err(UnitError::Failed(crate::guests::lost(
-                &self.ctx,
-                point.config,
-                why,
-            ))),
+        let outcome = outcome.map_err(|e| match e {
+            UnitError::Failed(why) => {
+                UnitError::Failed(crate::guests::lost(&self.ctx, point.config, why))
+            }
             other => other,
-        };
+        });
         let ended = now_rfc3339();
         adaptive.record(
             pkey,

@@ -76,7 +76,7 @@ pub fn progress(store: &Store, run_id: i64) -> Result<Option<Progress>, LoadErro
 /// (`2026-11-21T08:23:05.123Z`); the inverse of
 /// [`benchlab_core::units::rfc3339`], with Howard Hinnant's
 /// `days_from_civil`.
-fn epoch_s(s: &str) -> Option<f64> {
+pub(crate) fn epoch_s(s: &str) -> Option<f64> {
     let s = s.strip_suffix('Z')?;
     let (date, time) = s.split_once('T')?;
     let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>().ok());

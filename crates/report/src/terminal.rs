@@ -161,22 +161,12 @@ pub fn wrap_whole(text: &str, first: &str, rest: &str, width: usize, out: &mut S
 }
 
 fn fill(text: &str, first: &str, rest: &str, width: usize, cut_long: bool, out: &mut String) {
-    let mark = crate::document::marks::EMULATED_MARK;
     let mut words: Vec<String> = Vec::new();
     for word in text.split(' ').filter(|w| !w.is_empty()) {
         match words.last_mut() {
-            Some(name) if word.starts_with(mark) => {
-                name.push(' ');
-                name.push_str(word);
-            }
-            Some(number) if number.ends_with(|c: char| c.is_ascii_digit()) && is_unit(word) => {
-                number.push(' ');
-                number.push_str(word);
-            }
-            // `n = 4`: an equals sign binds the words on both sides.
-            Some(left) if word == "=" || left.ends_with(" =") => {
-                left.push(' ');
-                left.push_str(word);
+            Some(before) if binds(before, word) => {
+                before.push(' ');
+                before.push_str(word);
             }
             _ => words.push(word.to_string()),
         }
@@ -209,13 +199,19 @@ fn fill(text: &str, first: &str, rest: &str, width: usize, cut_long: bool, out: 
     let _ = writeln!(out, "{}", line.trim_end());
 }
 
-/// A unit of time or size after a number, punctuation after it allowed.
-fn is_unit(word: &str) -> bool {
+/// Whether `word` stays on the line of the words `before` it: a mark on
+/// its name (`tcg (emulated)`), a unit of time or size on its number
+/// (`124 s;`), and the words either side of a lone `=` (`n = 4`).
+fn binds(before: &str, word: &str) -> bool {
     let unit = word.trim_end_matches(|c: char| c.is_ascii_punctuation());
-    matches!(
-        unit,
-        "s" | "ms" | "µs" | "ns" | "min" | "h" | "B" | "KiB" | "MiB" | "GiB"
-    )
+    word.starts_with(crate::document::marks::EMULATED_MARK)
+        || word == "="
+        || before.ends_with(" =")
+        || (before.ends_with(|c: char| c.is_ascii_digit())
+            && matches!(
+                unit,
+                "s" | "ms" | "µs" | "ns" | "min" | "h" | "B" | "KiB" | "MiB" | "GiB"
+            ))
 }
 
 /// `s` in at most `n` characters, "…" for what is cut.

@@ -181,30 +181,7 @@ pub fn methodology(report: &RunReport) -> Vec<Labelled> {
 /// Seconds between two RFC 3339 times of the form the runner writes
 /// (`YYYY-MM-DDTHH:MM:SS[.frac]Z`), when both parse.
 pub(crate) fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
-    fn secs(t: &str) -> Option<f64> {
-        let t = t.strip_suffix('Z')?;
-        let (date, time) = t.split_once('T')?;
-        let d: Vec<i64> = date
-            .split('-')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        let hms: Vec<f64> = time
-            .split(':')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        if d.len() != 3 || hms.len() != 3 {
-            return None;
-        }
-        // Days from the civil date (H. Hinnant, "chrono-Compatible Low-Level
-        // Date Algorithms", days_from_civil).
-        let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
-        Some(days as f64 * 86_400.0 + hms[0] * 3600.0 + hms[1] * 60.0 + hms[2])
-    }
+    let secs = crate::progress::epoch_s;
     let d = secs(end?)? - secs(start)?;
     (d >= 0.0).then_some(d)
 }

@@ -301,7 +301,7 @@ impl Doc<'_> {
                     ds.len(),
                     marks::repetitions(&ds)
                 ),
-                emulated: !control && marks::is_emulated(report, cfg)
+                emulated: (!control && marks::is_emulated(report, cfg))
                     || marks::is_emulated(report, self.base()),
             });
         }
@@ -1336,8 +1336,6 @@ pub fn host_grid(table: &benchlab_inventory::HostTable) -> Grid {
     g
 }
 
-/// One headline finding: configuration `c` of table `t` against the
-/// first, its verdicts counted (`ds`: their decisions).
 /// When a run ran: `2026-12-07 03:59:38 → 04:01:42 UTC`, the end's date
 /// only when it differs (to the second: the store keeps milliseconds);
 /// stored times of another form as they are.
@@ -1371,6 +1369,8 @@ struct Finding {
     emulated: bool,
 }
 
+/// One headline finding: configuration `c` of table `t` against the
+/// first, its verdicts counted (`ds`: their decisions).
 fn table_finding(
     report: &RunReport,
     t: &Table,
