@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 /// The shipped demo study (studies/demo.toml: every network workload, client
 /// and server on one CPU vs on two, iperf3 beside the TCP stream), in its
-/// fixed design (3 repetitions interleaved, 84 units, a known total),
+/// fixed design (3 repetitions interleaved, 78 units, a known total),
 /// run for real at its own short durations (0.25 s repetitions): long
 /// enough to be watched while it runs.
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/studies/demo.toml");
@@ -164,7 +164,7 @@ fn serve_in_a_real_browser() {
     assert_eq!(web.text("#status-1"), "running");
     let progress = web.text("#progress-1");
     assert!(
-        progress.contains("/ 84 units") && progress.contains("left"),
+        progress.contains("/ 78 units") && progress.contains("left"),
         "{progress}"
     );
     web.screenshot(&shots, "runs-running");
