@@ -8,8 +8,10 @@
 //! emulated), CPU-heavy on this shared two-core machine, so they are
 //! small (one vCPU, 256 MiB) and their points short.
 //!
-//! Every test takes the guests (`exclusive(&[Guests])`): each boots
-//! guests or refuses them. None uses huge pages.
+//! Every test takes the kernel tests' guests
+//! (`exclusive(&[KernelGuests])`): each boots guests or refuses them.
+//! None uses huge pages, and none counts anything but its own guests, so
+//! they run beside the guest tests' chain (`Guests`).
 
 use std::path::Path;
 use std::time::Instant;
@@ -131,7 +133,7 @@ fn inventory<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
 /// emulated.
 #[test]
 fn two_guests_with_different_debian_kernels_run_one_study() {
-    let _guests = exclusive(&[Resource::Guests]);
+    let _guests = exclusive(&[Resource::KernelGuests]);
     let (old, new) = (KERNELS[0], KERNELS[2]);
     require_kernels!(old, new);
     let s = Scratch::new();
@@ -208,7 +210,7 @@ fn two_guests_with_different_debian_kernels_run_one_study() {
 /// a run and in a kernel bisection alike.
 #[test]
 fn a_kernel_that_cannot_be_fetched_or_lacks_modules_is_refused() {
-    let _guests = exclusive(&[Resource::Guests]);
+    let _guests = exclusive(&[Resource::KernelGuests]);
     require_kernels!(KERNELS[2]);
     let s = Scratch::new();
     let tmp = s.tmp();
@@ -275,7 +277,7 @@ fn a_kernel_that_cannot_be_fetched_or_lacks_modules_is_refused() {
 /// own, and the bisection names the second kernel.
 #[test]
 fn a_kernel_bisection_over_three_debian_kernels_names_the_slow_one() {
-    let _guests = exclusive(&[Resource::Guests]);
+    let _guests = exclusive(&[Resource::KernelGuests]);
     require_kernels!(KERNELS[0], KERNELS[1], KERNELS[2]);
     let s = Scratch::new();
     let tmp = s.tmp();

@@ -15,7 +15,8 @@
 //!   state; its servers' and guests' start deadlines), `monitors`' two
 //!   CPU tests (machine-wide CPU time);
 //! - `HugePages` + `Guests`: `guest`;
-//! - `Guests`: `kernel` (guests without huge pages);
+//! - `KernelGuests`: `kernel` (guests without huge pages, beside the
+//!   `guest` tests' chain);
 //! - `Mounts`: `fs`, `faults`' storage tests, `monitors`' disk test,
 //!   `seeds_compare`'s seed 001, `readonly`'s read-only mount;
 //! - `Timing`: `hosts`, `monitors`, `bisect` (its timed C program),

@@ -54,9 +54,17 @@ pub enum Resource {
     /// run whose guests ask for huge pages probes and reserves it, and the
     /// guest tests count it.
     HugePages,
-    /// QEMU guests: heavy under TCG (one at a time keeps each within its
-    /// timeouts) and sharing `/var/cache/benchlab/guest`.
+    /// QEMU guests: heavy under TCG (one test's guests at a time keeps
+    /// each within its timeouts).
     Guests,
+    /// The guests of the kernel tests (`tests/it/kernel.rs`, no huge
+    /// pages): a second chain beside [`Resource::Guests`]'. One chain
+    /// was the suite's longest path (about 550 s in CI, the other
+    /// modules done by 330 s), and two TCG guest tests at once still
+    /// keep to their timeouts on two CPUs; the guest cache under
+    /// `/var/cache/benchlab/guest` is written by renaming whole files,
+    /// and every count the guest tests make is of their own guests.
+    KernelGuests,
     /// The mount table, loop devices and the file-system settings the
     /// storage tests make and check are left clean.
     Mounts,
