@@ -90,7 +90,7 @@ fi
 
 step fmt cargo fmt --all --check
 step clippy+build cargo "${lint[@]}" test --workspace --locked --all-targets --no-run
-step crates cargo "${lint[@]}" test --workspace --exclude benchlab --locked --lib --bins --tests --no-fail-fast
+step crates bash scripts/crate-tests.sh "$logs" "${lint[@]}"
 # The integration tests (tests/it, one binary): its modules run at once;
 # most of its tests wait on servers, guests, locks and sleeps, not on a
 # CPU.
@@ -202,7 +202,13 @@ echo "== time per group (seconds; machine load $(cut -d' ' -f1-3 /proc/loadavg))
 while read -r name secs; do
   printf '%-10s %8s\n' "$name" "$secs"
   case "$name" in
-    crates | it | it-alone | doc)
+    crates)
+      # Two at a time (scripts/crate-tests.sh): each binary's own time.
+      sort -k2 -n -r "$logs/crates.times" 2>/dev/null | while read -r bin t; do
+        printf '    %-44s %8s\n' "$bin" "$t"
+      done
+      ;;
+    it | it-alone | doc)
       binaries "$name" | while read -r bin t n; do
         case "$bin" in
           it::*) printf '    %-44s %8s  (ended at, %s tests)\n' "$bin" "$t" "$n" ;;

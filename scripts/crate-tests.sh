@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The crates' test binaries (every package but benchlab's own, whose
+# tests/it is its own step), two at a time: `cargo test` runs them one
+# after the other, and most of them wait on the servers they start (nginx,
+# RabbitMQ, smbd, the tools) or keep one CPU busy with a single long test,
+# so one at a time left a CPU idle for most of the step.
+#
+#   scripts/crate-tests.sh LOGDIR CARGO-ARGS…
+#
+# CARGO-ARGS are those that build the workspace as scripts/test.sh does
+# (its lint wrapper), so that nothing is compiled again. Each binary runs
+# as cargo would run it: from its package's directory, with
+# CARGO_MANIFEST_DIR and CARGO_PKG_NAME set. Its output is printed whole
+# once it ends (never interleaved with the other's), after cargo's own
+# header line, so that scripts/test.sh reads it as it reads cargo's. Its
+# time goes to LOGDIR/crates.times ("binary seconds"). At the end, the
+# binaries that failed in cargo's form ("error: N targets failed:"); the
+# exit status is 101 then, as cargo's.
+set -uo pipefail
+logdir=$1
+shift
+mkdir -p "$logdir/crates.d"
+rm -f "$logdir"/crates.d/* "$logdir/crates.times"
+
+# The test binaries cargo would run, from its build plan: package
+# directory, package name, what cargo's header calls it, executable.
+list=$(cargo "$@" test --workspace --exclude benchlab --locked --lib --bins --tests \
+  --no-run --message-format=json-render-diagnostics | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    if not m["profile"]["test"]:
+        continue
+    t = m["target"]
+    pkg_dir = os.path.dirname(m["manifest_path"])
+    src = os.path.relpath(t["src_path"], pkg_dir)
+    label = ("unittests " + src) if "lib" in t["kind"] or "bin" in t["kind"] else src
+    # "path+file:///…/crates/core#benchlab-core@0.1.0", or "…/name#0.1.0"
+    # when the directory is named for the package.
+    pid = m["package_id"]
+    frag = pid.split("#", 1)[1] if "#" in pid else ""
+    if "@" in frag:
+        name = frag.split("@")[0]
+    else:
+        name = pid.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
+    print("\t".join([pkg_dir, name, label, m["executable"]]))
+') || {
+  echo "error: the crates' test binaries could not be built" >&2
+  exit 101
+}
+
+# One binary: its output into its own file, its time and status beside.
+run_one() {
+  local dir=$1 pkg=$2 label=$3 exe=$4 n=$5
+  local out="$logdir/crates.d/$n"
+  local t0=$EPOCHREALTIME
+  {
+    printf '     Running %s (%s)\n' "$label" "${exe#"$PWD/"}"
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" "$exe" 2>&1)
+    echo "rc $?" >"$out.rc"
+  } >"$out.log"
+  local kind=test
+  case "$label" in unittests*) kind=unit ;; esac
+  awk -v a="$t0" -v b="$EPOCHREALTIME" -v n="$kind:$(basename "$exe")" \
+    'BEGIN { sub(/-[0-9a-f]+$/, "", n); printf "%s %.1f\n", n, b - a }' >>"$logdir/crates.times"
+  # Whole, so that the two lanes' outputs never mix.
+  flock "$logdir/crates.d" cat "$out.log"
+}
+
+# Two lanes take the binaries in turn from one queue, in cargo's order.
+n=0
+queue=$(mktemp)
+while IFS=$'\t' read -r dir pkg label exe; do
+  n=$((n + 1))
+  printf '%s\t%s\t%s\t%s\t%03d\n' "$dir" "$pkg" "$label" "$exe" "$n" >>"$queue"
+done <<<"$list"
+lane() {
+  while true; do
+    local line
+    line=$(flock "$queue" bash -c 'head -n 1 "$1" && sed -i 1d "$1"' _ "$queue")
+    [ -n "$line" ] || return 0
+    IFS=$'\t' read -r dir pkg label exe k <<<"$line"
+    run_one "$dir" "$pkg" "$label" "$exe" "$k"
+  done
+}
+lane &
+lane &
+wait
+rm -f "$queue"
+
+failed=()
+for rc in "$logdir"/crates.d/*.rc; do
+  [ -f "$rc" ] || continue
+  if [ "$(cut -d' ' -f2 "$rc")" != 0 ]; then
+    k=$(basename "$rc" .rc)
+    failed+=("$(sed -n 1p "$logdir/crates.d/$k.log" | sed 's/^ *Running //')")
+  fi
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  if [ "${#failed[@]}" -eq 1 ]; then
+    echo "error: 1 target failed:"
+  else
+    echo "error: ${#failed[@]} targets failed:"
+  fi
+  for f in "${failed[@]}"; do echo "    $f"; done
+  exit 101
+fi
