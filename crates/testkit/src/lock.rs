@@ -57,7 +57,7 @@ pub enum Resource {
     /// QEMU guests: heavy under TCG (one test's guests at a time keeps
     /// each within its timeouts).
     Guests,
-    /// The guests of the kernel tests (`tests/it/kernel.rs`, no huge
+    /// The guests of the kernel tests (`tests/it/boot.rs`, no huge
     /// pages): a second chain beside [`Resource::Guests`]'. One chain
     /// was the suite's longest path (about 550 s in CI, the other
     /// modules done by 330 s), and two TCG guest tests at once still
