@@ -10,7 +10,7 @@
 # CARGO-ARGS are those that build the workspace as scripts/test.sh does
 # (its lint wrapper), so that nothing is compiled again. Each binary runs
 # as cargo would run it: from its package's directory, with
-# CARGO_MANIFEST_DIR and CARGO_PKG_NAME set. Its output is printed whole
+# CARGO_MANIFEST_DIR set. Its output is printed whole
 # once it ends (never interleaved with the other's), after cargo's own
 # header line, so that scripts/test.sh reads it as it reads cargo's. Its
 # time goes to LOGDIR/crates.times ("binary seconds"). At the end, the
@@ -22,11 +22,12 @@ shift
 mkdir -p "$logdir/crates.d"
 rm -f "$logdir"/crates.d/* "$logdir/crates.times"
 
-# The test binaries cargo would run, from its build plan: package
-# directory, package name, what cargo's header calls it, executable.
+# The test binaries cargo would run, from its build plan, numbered in
+# its order: package directory, what cargo's header calls it, executable.
 list=$(cargo "$@" test --workspace --exclude benchlab --locked --lib --bins --tests \
   --no-run --message-format=json-render-diagnostics | python3 -c '
 import json, os, sys
+n = 0
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
@@ -37,58 +38,37 @@ for line in sys.stdin:
     pkg_dir = os.path.dirname(m["manifest_path"])
     src = os.path.relpath(t["src_path"], pkg_dir)
     label = ("unittests " + src) if "lib" in t["kind"] or "bin" in t["kind"] else src
-    # "path+file:///…/crates/core#benchlab-core@0.1.0", or "…/name#0.1.0"
-    # when the directory is named for the package.
-    pid = m["package_id"]
-    frag = pid.split("#", 1)[1] if "#" in pid else ""
-    if "@" in frag:
-        name = frag.split("@")[0]
-    else:
-        name = pid.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
-    print("\t".join([pkg_dir, name, label, m["executable"]]))
+    n += 1
+    print("\t".join(["%03d" % n, pkg_dir, label, m["executable"]]))
 ') || {
   echo "error: the crates' test binaries could not be built" >&2
   exit 101
 }
 
-# One binary: its output into its own file, its time and status beside.
+# One binary (a line of the list): its output into its own file, its time
+# and status beside, then its output whole, so that the two lanes' outputs
+# never mix.
 run_one() {
-  local dir=$1 pkg=$2 label=$3 exe=$4 n=$5
+  local n dir label exe
+  IFS=$'\t' read -r n dir label exe <<<"$1"
   local out="$logdir/crates.d/$n"
   local t0=$EPOCHREALTIME
   {
     printf '     Running %s (%s)\n' "$label" "${exe#"$PWD/"}"
-    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" "$exe" 2>&1)
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" "$exe" 2>&1)
     echo "rc $?" >"$out.rc"
   } >"$out.log"
   local kind=test
   case "$label" in unittests*) kind=unit ;; esac
   awk -v a="$t0" -v b="$EPOCHREALTIME" -v n="$kind:$(basename "$exe")" \
     'BEGIN { sub(/-[0-9a-f]+$/, "", n); printf "%s %.1f\n", n, b - a }' >>"$logdir/crates.times"
-  # Whole, so that the two lanes' outputs never mix.
   flock "$logdir/crates.d" cat "$out.log"
 }
+export -f run_one
+export logdir
 
-# Two lanes take the binaries in turn from one queue, in cargo's order.
-n=0
-queue=$(mktemp)
-while IFS=$'\t' read -r dir pkg label exe; do
-  n=$((n + 1))
-  printf '%s\t%s\t%s\t%s\t%03d\n' "$dir" "$pkg" "$label" "$exe" "$n" >>"$queue"
-done <<<"$list"
-lane() {
-  while true; do
-    local line
-    line=$(flock "$queue" bash -c 'head -n 1 "$1" && sed -i 1d "$1"' _ "$queue")
-    [ -n "$line" ] || return 0
-    IFS=$'\t' read -r dir pkg label exe k <<<"$line"
-    run_one "$dir" "$pkg" "$label" "$exe" "$k"
-  done
-}
-lane &
-lane &
-wait
-rm -f "$queue"
+# Two at a time, in cargo's order.
+printf '%s\n' "$list" | xargs -d '\n' -P 2 -n 1 bash -c 'run_one "$1"' _
 
 failed=()
 for rc in "$logdir"/crates.d/*.rc; do

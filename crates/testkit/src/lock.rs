@@ -58,12 +58,12 @@ pub enum Resource {
     /// each within its timeouts).
     Guests,
     /// The guests of the kernel tests (`tests/it/boot.rs`, no huge
-    /// pages): a second chain beside [`Resource::Guests`]'. One chain
-    /// was the suite's longest path (about 550 s in CI, the other
-    /// modules done by 330 s), and two TCG guest tests at once still
-    /// keep to their timeouts on two CPUs; the guest cache under
-    /// `/var/cache/benchlab/guest` is written by renaming whole files,
-    /// and every count the guest tests make is of their own guests.
+    /// pages): a second chain beside [`Resource::Guests`]', since one
+    /// chain of both was the integration tests' longest path. Two TCG
+    /// guest tests at once keep to their timeouts on two CPUs; the guest
+    /// cache under `/var/cache/benchlab/guest` is written by renaming
+    /// whole files, and every count the guest tests make is of their own
+    /// guests.
     KernelGuests,
     /// The mount table, loop devices and the file-system settings the
     /// storage tests make and check are left clean.
