@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use benchlab_testkit::{repo, Scratch};
+use benchlab_testkit::{repo, said, Scratch};
 
 /// The fake study of `tests/pipeline.rs`, with a third configuration that
 /// is worse than the base, and 4 repetitions so that the rank test can
@@ -179,7 +179,7 @@ fn compare_across_runs_and_fail_on_regression() {
         "--fail-on-regression",
         "5%",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("2:better advantage"), "{text}");
     // The other way round it is a 9 % (score) and 24 % (latency) regression.
@@ -190,7 +190,7 @@ fn compare_across_runs_and_fail_on_regression() {
         "--fail-on-regression",
         "5%",
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("regression(s) beyond 5%"), "{err}");
     // A threshold above the loss: no failure; --baseline picks the column.
@@ -203,15 +203,10 @@ fn compare_across_runs_and_fail_on_regression() {
         "--fail-on-regression",
         "30",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     // Within the noise band is never a regression, at any threshold.
     let out = s.run(&["compare", "1:base", "2:same", "--fail-on-regression", "0%"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     // A whole run: all its configurations; JSON of a comparison validates.
     let j: serde_json::Value =
         serde_json::from_str(&s.run_ok(&["compare", "1", "2:base", "--format", "json"])).unwrap();

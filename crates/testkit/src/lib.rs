@@ -61,7 +61,7 @@ mod scratch;
 pub use bed::Bed;
 pub use lock::{alone, exclusive, Resource};
 pub use scratch::{
-    assert_success, benchlab_bin, listening_agent, output_ok, repo, ListeningAgent, Scratch,
+    assert_success, benchlab_bin, listening_agent, output_ok, repo, said, ListeningAgent, Scratch,
 };
 
 /// The variable naming the skip file; `scripts/test.sh` sets it.

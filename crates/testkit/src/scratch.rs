@@ -143,7 +143,7 @@ impl Scratch {
 
 /// Asserts a command succeeded, showing its output when it did not.
 pub fn assert_success(out: &Output) {
-    assert!(out.status.success(), "{}", failure(out));
+    assert!(out.status.success(), "{}", said(out));
 }
 
 /// Runs `cmd` to its end and asserts it succeeded, showing the command,
@@ -152,12 +152,12 @@ pub fn output_ok(cmd: &mut Command) -> Output {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}", failure(&out));
+    assert!(out.status.success(), "{cmd:?}: {}", said(&out));
     out
 }
 
 /// A finished command's status and both outputs, for a failure message.
-fn failure(out: &Output) -> String {
+pub fn said(out: &Output) -> String {
     format!(
         "failed with {}:\nstdout:\n{}\nstderr:\n{}",
         out.status,

@@ -528,11 +528,17 @@ fn sockperf_messages_match_what_a_relay_forwarded() {
     );
     // One message in flight at a time: the run's second over the round
     // trips the relay saw is a round trip, and half of it sockperf's mean
-    // (over its measured part of the second, after its warm-up).
+    // (over its measured part of the second, after its warm-up). The
+    // second also holds the time sockperf spends between a reply and its
+    // next message, which no latency of its own includes: when other tests
+    // load the CPUs that time grows, so the relay's figure may exceed the
+    // mean by more than it may fall short of it. Short of it by half would
+    // be a full round trip reported as half of one.
     let half_rtt_us = 1e6 / up / 2.0;
     let mean = m("latency_us");
+    let ratio = half_rtt_us / mean;
     assert!(
-        (half_rtt_us / mean - 1.0).abs() <= 0.35,
+        (0.65..=2.5).contains(&ratio),
         "relay: {half_rtt_us:.2} µs per half round trip; sockperf's mean {mean} µs"
     );
     assert!(m("p50_us") <= m("p99_us"), "{sample:?}");
