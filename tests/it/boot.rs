@@ -8,10 +8,14 @@
 //! emulated), CPU-heavy on this shared two-core machine, so they are
 //! small (one vCPU, 256 MiB) and their points short.
 //!
-//! Every test takes the kernel tests' guests
-//! (`exclusive(&[KernelGuests])`): each boots guests or refuses them.
-//! None uses huge pages, and none counts anything but its own guests, so
-//! they run beside the guest tests' chain (`Guests`).
+//! The tests that boot or refuse guests take the kernel tests' guests
+//! (`exclusive(&[KernelGuests])`): none uses huge pages, and none counts
+//! anything but its own guests, so they run beside the guest tests'
+//! chain (`Guests`). The kernel bisection runs alone: its verdicts rest
+//! on timings taken inside a TCG guest, whose vCPU is one host thread;
+//! beside the other tests no count in the guest ran undisturbed, and the
+//! bisection could not tell a kernel three times slower apart in three
+//! rounds.
 
 use std::path::Path;
 use std::time::Instant;
@@ -277,7 +281,7 @@ fn a_kernel_that_cannot_be_fetched_or_lacks_modules_is_refused() {
 /// own, and the bisection names the second kernel.
 #[test]
 fn a_kernel_bisection_over_three_debian_kernels_names_the_slow_one() {
-    let _guests = exclusive(&[Resource::KernelGuests]);
+    let _alone = benchlab_testkit::alone();
     require_kernels!(KERNELS[0], KERNELS[1], KERNELS[2]);
     let s = Scratch::new();
     let tmp = s.tmp();

@@ -13,7 +13,8 @@
 //!   compared before and after), `seeds_compare`'s seed 002 (realtime
 //!   profile and shield), `faults`' kill matrix (counts machine-wide
 //!   state; its servers' and guests' start deadlines), `monitors`' two
-//!   CPU tests (machine-wide CPU time);
+//!   CPU tests (machine-wide CPU time), `boot`'s kernel bisection (its
+//!   verdicts rest on timings inside a TCG guest);
 //! - `HugePages` + `Guests`: `guest`;
 //! - `KernelGuests`: `boot` (guests booting Debian's kernels, without huge
 //!   pages, beside the `guest` tests' chain);
