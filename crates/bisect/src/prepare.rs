@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use benchlab_core::{ParamKind, Registry};
 
-use crate::runner::{better, default_builds, Request};
+use crate::runner::{default_builds, Request};
 use crate::search::Settings;
 use crate::versions::{plain, GitSource};
 
@@ -271,7 +271,7 @@ pub fn prepare(ask: &Ask, reg: &Registry) -> Result<Request> {
             .with_context(|| format!("workload `{workload}` has no table metric to compare"))?,
     };
     request.metric = metric.name.to_string();
-    request.settings.better = better(metric.better);
+    request.settings.better = metric.better;
     if let Some(git) = &request.git {
         // Both ends first: a build that fails is refused before anything
         // runs.

@@ -14,7 +14,6 @@ use benchlab_core::study::{Order, Study};
 use benchlab_core::units::now_rfc3339;
 use benchlab_core::Registry;
 use benchlab_engine::Observer;
-use benchlab_stats::Better;
 use benchlab_store::{BisectionRunRow, BisectionStatus, RunStatus, SampleStatus, Store};
 use serde::{Deserialize, Serialize};
 
@@ -458,14 +457,6 @@ pub(crate) fn units(store: &Store, run_id: i64, request: &Request) -> Result<Vec
         );
     }
     Ok(pairs)
-}
-
-/// The direction of a metric in the statistics' terms.
-pub fn better(b: benchlab_core::Better) -> Better {
-    match b {
-        benchlab_core::Better::Higher => Better::Higher,
-        benchlab_core::Better::Lower => Better::Lower,
-    }
 }
 
 /// Where the builds of a repository's versions go by default: one

@@ -8,7 +8,6 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
-use benchlab_core::Better;
 use benchlab_report::history::ChangeKind;
 use benchlab_stats::{ChangePointOptions, Segmentation};
 
@@ -100,7 +99,7 @@ pub(crate) fn history(db: &Path, args: &HistoryArgs) -> Result<i32> {
     let mut found = 0;
     for s in &h.series {
         let label = s.label();
-        writeln!(out, "\n{label} ({} is better)", better_word(s.better))?;
+        writeln!(out, "\n{label} ({} is better)", s.better.as_str())?;
         let seg = s.segmentation.as_ref();
         let changes = seg.map_or(&[][..], |g| &g.changes[..]);
         for (i, &(run, v)) in s.values.iter().enumerate() {
@@ -287,13 +286,6 @@ fn versions_changed(
         }
     }
     out
-}
-
-fn better_word(b: Better) -> &'static str {
-    match b {
-        Better::Higher => "higher",
-        Better::Lower => "lower",
-    }
 }
 
 /// The line under a series: what the detector concluded.

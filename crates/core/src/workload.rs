@@ -16,15 +16,9 @@ use crate::param::{ParamError, ParamSpec, Params};
 use crate::result::{Sample, SideResult};
 use crate::shape::{ClientShare, ServerSide, ServiceInfo, ViewSpec};
 
-/// Which direction is better for a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Better {
-    /// Throughput-like: % advantage = (A − B) / B.
-    Higher,
-    /// Latency-like: % advantage = (B − A) / B.
-    Lower,
-}
+/// Which direction is better for a metric: the statistics' own type, so
+/// that a metric's direction reaches a comparison without a translation.
+pub use benchlab_stats::Better;
 
 /// A metric a workload reports and how tables show it.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
 use benchlab_core::decision::Decided;
-use benchlab_core::Better;
 use benchlab_stats::{Outcome, Plan, SequentialRule, Unit, UnitKind};
 
 use crate::decide::{Answer, Decider, Question};
@@ -72,10 +71,7 @@ impl Decider for Sequential {
         } else {
             UnitKind::Round
         };
-        let better = match q.better {
-            Better::Higher => benchlab_stats::Better::Higher,
-            Better::Lower => benchlab_stats::Better::Lower,
-        };
+        let better = q.better;
         let planned = q.planned_repetitions as usize;
         let max = (q.max_repetitions as usize).max(units.len());
         let d = self

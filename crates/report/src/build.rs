@@ -13,7 +13,7 @@ use crate::model::{
 use crate::views;
 use benchlab_core::resolved::ResolvedPlan;
 use benchlab_core::study::{Selection, Study};
-use benchlab_core::{Better, Value};
+use benchlab_core::Value;
 use benchlab_stats as stats;
 use benchlab_store::{
     ConfigRow, HostRow, NoteRow, PointRow, RunRow, SampleRow, SampleStatus, ServiceRow,
@@ -425,10 +425,7 @@ pub(crate) fn build(
             });
             for spec in specs {
                 let better = spec.better;
-                let sbetter = match better {
-                    Better::Higher => stats::Better::Higher,
-                    Better::Lower => stats::Better::Lower,
-                };
+                let sbetter = better;
                 let mut rows = Vec::new();
                 for (_, rv) in &row_values {
                     let mut cells = Vec::new();

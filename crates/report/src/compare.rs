@@ -9,7 +9,6 @@ use crate::import::is_published;
 use crate::model::View;
 use crate::model::{Advantage, Decision, Row, RunReport, Table};
 use crate::views;
-use benchlab_core::Better;
 use benchlab_stats as stats;
 use benchlab_store::{ConfigRow, HostRow};
 
@@ -85,10 +84,7 @@ pub(crate) fn combine(sides: &[Side], baseline: usize) -> RunReport {
     // one look at the repetitions the columns hold (docs/methods.md).
     let mut decisions: Vec<Decision> = Vec::new();
     for bt in &base.tables {
-        let sbetter = match bt.better {
-            Better::Higher => stats::Better::Higher,
-            Better::Lower => stats::Better::Lower,
-        };
+        let sbetter = bt.better;
         let rows: Vec<Row> = bt
             .rows
             .iter()

@@ -242,10 +242,7 @@ pub fn figures_csv(name: &str, text: &str) -> Result<RunReport, ImportError> {
         } else {
             Better::Lower
         };
-        let sbetter = match better {
-            Better::Higher => stats::Better::Higher,
-            Better::Lower => stats::Better::Lower,
-        };
+        let sbetter = better;
         let rows: Vec<Row> = t
             .rows
             .iter()

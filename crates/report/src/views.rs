@@ -602,10 +602,7 @@ pub fn summary_tables(
                         } else {
                             g.clone()
                         };
-                        let better = match info.better {
-                            Better::Higher => stats::Better::Higher,
-                            Better::Lower => stats::Better::Lower,
-                        };
+                        let better = info.better;
                         Row {
                             label,
                             advantages: advantages(&cells, better),

@@ -420,10 +420,7 @@ fn render(h: &History) -> String {
 
 /// The line under a chart: what the detector concluded.
 fn verdict(s: &Series, h: &History) -> String {
-    let better = match s.better {
-        benchlab_core::Better::Higher => "higher is better",
-        benchlab_core::Better::Lower => "lower is better",
-    };
+    let better = format!("{} is better", s.better.as_str());
     let what = match &s.segmentation {
         None => "not tested: a figure is not finite".to_string(),
         Some(g) if !g.changes.is_empty() => format!(
