@@ -9,7 +9,7 @@
 //! small (one vCPU, 256 MiB) and their points short.
 //!
 //! The tests that boot or refuse guests take the kernel tests' guests
-//! (`exclusive(&[KernelGuests])`): none uses huge pages, and none counts
+//! (`exclusive(&[PlainGuests])`): none uses huge pages, and none counts
 //! anything but its own guests, so they run beside the guest tests'
 //! chain (`Guests`). The kernel bisection runs alone: its verdicts rest
 //! on timings taken inside a TCG guest, whose vCPU is one host thread;
@@ -137,7 +137,7 @@ fn inventory<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
 /// emulated.
 #[test]
 fn two_guests_with_different_debian_kernels_run_one_study() {
-    let _guests = exclusive(&[Resource::KernelGuests]);
+    let _guests = exclusive(&[Resource::PlainGuests]);
     let (old, new) = (KERNELS[0], KERNELS[2]);
     require_kernels!(old, new);
     let s = Scratch::new();
@@ -214,7 +214,7 @@ fn two_guests_with_different_debian_kernels_run_one_study() {
 /// a run and in a kernel bisection alike.
 #[test]
 fn a_kernel_that_cannot_be_fetched_or_lacks_modules_is_refused() {
-    let _guests = exclusive(&[Resource::KernelGuests]);
+    let _guests = exclusive(&[Resource::PlainGuests]);
     require_kernels!(KERNELS[2]);
     let s = Scratch::new();
     let tmp = s.tmp();

@@ -5,10 +5,12 @@
 //! to boot on two loaded CPUs): the tests share boots where the
 //! assertions allow.
 //!
-//! Every test here takes the huge page pool and the guests
+//! Every test here but one takes the huge page pool and the guests
 //! (`exclusive(&[HugePages, Guests])`): each boots a guest or probes the
 //! pool, and some count the pool, which only a test holding it may do;
-//! the other modules' tests go on beside them.
+//! the other modules' tests go on beside them. The RabbitMQ test's guest
+//! asks for no huge pages, so it takes the second chain (`PlainGuests`)
+//! with the kernel tests.
 //!
 //! They need root, iproute2, QEMU, busybox-static and the guest kernel
 //! (scripts/setup.sh provides them all); without them they fail under CI
@@ -902,7 +904,8 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret() {
     const VAR: &str = "BENCHLAB_TEST_GUEST_MQ_PW";
     const PW: &str = "guest-mq-Pw-7f3c19e2";
-    let _guests = exclusive(&[Resource::HugePages, Resource::Guests]);
+    // No huge pages, and only its own guest counted: the second chain.
+    let _guests = exclusive(&[Resource::PlainGuests]);
     require_guests!();
     if !Path::new("/usr/lib/rabbitmq/bin/rabbitmq-server").exists() {
         return benchlab_testkit::missing(

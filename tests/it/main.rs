@@ -16,8 +16,9 @@
 //!   CPU tests (machine-wide CPU time), `boot`'s kernel bisection (its
 //!   verdicts rest on timings inside a TCG guest);
 //! - `HugePages` + `Guests`: `guest`;
-//! - `KernelGuests`: `boot` (guests booting Debian's kernels, without huge
-//!   pages, beside the `guest` tests' chain);
+//! - `PlainGuests`: `boot` (guests booting Debian's kernels) and
+//!   `guest`'s RabbitMQ test, guests without huge pages, beside the
+//!   `guest` tests' chain;
 //! - `Mounts`: `fs`, `faults`' storage tests, `monitors`' disk test,
 //!   `seeds_compare`'s seed 001, `readonly`'s read-only mount;
 //! - `Timing`: `hosts`, `monitors`, `bisect` (its timed C program),

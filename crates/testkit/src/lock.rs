@@ -57,14 +57,13 @@ pub enum Resource {
     /// QEMU guests: heavy under TCG (one test's guests at a time keeps
     /// each within its timeouts).
     Guests,
-    /// The guests of the kernel tests (`tests/it/boot.rs`, no huge
-    /// pages): a second chain beside [`Resource::Guests`]', since one
-    /// chain of both was the integration tests' longest path. Two TCG
-    /// guest tests at once keep to their timeouts on two CPUs; the guest
-    /// cache under `/var/cache/benchlab/guest` is written by renaming
-    /// whole files, and every count the guest tests make is of their own
-    /// guests.
-    KernelGuests,
+    /// QEMU guests that ask for no huge pages and whose tests count only
+    /// their own guests (the kernel tests, RabbitMQ in a guest): a second
+    /// chain beside [`Resource::Guests`], since one chain of all was the
+    /// integration tests' longest path. Two TCG guest tests at once keep
+    /// to their timeouts on two CPUs; the guest cache under
+    /// `/var/cache/benchlab/guest` is written by renaming whole files.
+    PlainGuests,
     /// The mount table, loop devices and the file-system settings the
     /// storage tests make and check are left clean.
     Mounts,
