@@ -325,6 +325,20 @@ fn the_wrong_way_round_a_bad_revision_and_a_failing_build_are_refused() {
     assert_eq!(runs(&s.db()), runs_before);
 }
 
+/// Samples stored so far by runs still running.
+fn samples_of_running_runs(db: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    conn.query_row(
+        "SELECT count(*) FROM sample JOIN point ON point.id = sample.point_id \
+         JOIN run ON run.id = point.run_id WHERE run.status = 'running'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
 fn runs(db: &Path) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.query_row("SELECT count(*) FROM run", [], |r| r.get(0))
@@ -373,8 +387,17 @@ fn a_killed_bisection_resumes_without_repeating_a_finished_round() {
             l.starts_with("step 1:")
         })
         .expect("step 1 finishes");
-    // Into step 2's first round, then killed without a word.
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // Into step 2's first round, then killed without a word: once its
+    // run has a sample stored. A fixed pause after step 1's line was not
+    // enough on a loaded machine, where the next round had not started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while samples_of_running_runs(&s.db()) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "step 2's first round stored no sample in 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let before = runs(&s.db());
