@@ -913,7 +913,7 @@ fn a_managed_rabbitmq_in_a_guest_serves_mq_throughput_with_a_handed_over_secret(
         );
     }
     let s = Scratch::new();
-    let bed = bridge_bed(&s, &bed_name('q'), "10.234.7.0/24");
+    let bed = bridge_bed(&s, &bed_name('r'), "10.234.7.0/24");
     let tmp = s.tmp();
     // 1 publisher and 1 subscriber on 1 queue, 3000 messages: the broker
     // must count 3000 received and 3000 delivered.

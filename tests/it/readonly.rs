@@ -287,18 +287,31 @@ struct Loop {
 impl Loop {
     fn mount(image: &Path, dir: &Path, opts: &str) -> Loop {
         std::fs::create_dir_all(dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-o", &format!("loop,{opts}")])
-            .arg(image)
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(
-            st.success(),
-            "mount {} on {}",
-            image.display(),
-            dir.display()
-        );
+        // Other tests' runs set up loop devices at the same time (file
+        // targets on images): two setups can pick the same free device
+        // and one then fails. A few tries; the last one's words if none
+        // succeeds.
+        let mut tries = 0;
+        loop {
+            let out = Command::new("mount")
+                .args(["-o", &format!("loop,{opts}")])
+                .arg(image)
+                .arg(dir)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                break;
+            }
+            tries += 1;
+            assert!(
+                tries < 3,
+                "mount {} on {}: {}",
+                image.display(),
+                dir.display(),
+                benchlab_testkit::said(&out)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         Loop {
             dir: dir.to_path_buf(),
         }
