@@ -963,17 +963,7 @@ fn build(
                     .map(drop)
                 },
             )?;
-            ip(&[
-                "-n",
-                sw,
-                "link",
-                "set",
-                "dev",
-                &br,
-                "addrgenmode",
-                "none",
-                "up",
-            ])?;
+            link_up(sw, &br, &[])?;
             for (h, hs) in hosts.iter().zip(&spec.hosts) {
                 let port = spec::switch_interface(&spec.name, &h.name);
                 rec.create(
@@ -985,21 +975,7 @@ fn build(
                     },
                     || add_veth(&h.netns, &h.interface, sw, &port),
                 )?;
-                ip(&[
-                    "-n",
-                    sw,
-                    "link",
-                    "set",
-                    "dev",
-                    &port,
-                    "mtu",
-                    &MTU.to_string(),
-                    "master",
-                    &br,
-                    "addrgenmode",
-                    "none",
-                    "up",
-                ])?;
+                link_up(sw, &port, &["mtu", &MTU.to_string(), "master", &br])?;
                 host_address(h)?;
                 let shaping = Shaping {
                     rate_bit_s: hs.rate_bit_s(),
@@ -1077,23 +1053,21 @@ fn host_address(h: &HostInfo) -> Result<(), TestbedError> {
     let cidr = format!("{}/{}", h.address, h.prefix_len);
     let mtu = MTU.to_string();
     ip(&["-n", &h.netns, "addr", "add", &cidr, "dev", &h.interface])?;
-    // No IPv6 link-local address: without one the kernel sends no MLD
-    // reports or router solicitations, so the bed's links carry only the
-    // traffic benchlab makes and the interface counters add up.
-    ip(&[
-        "-n",
-        &h.netns,
-        "link",
-        "set",
-        "dev",
-        &h.interface,
-        "mtu",
-        &mtu,
-        "addrgenmode",
-        "none",
-        "up",
-    ])?;
-    Ok(())
+    link_up(&h.netns, &h.interface, &["mtu", &mtu])
+}
+
+/// `ip -n NS link set dev DEV addrgenmode none`, then `… SETTINGS… up`.
+/// No IPv6 link-local address: without one the kernel sends no MLD
+/// reports or router solicitations, so the bed's links carry only the
+/// traffic benchlab makes and the interface counters add up. Two
+/// commands: in one, the kernel brings the link up before it reads the
+/// mode, and a bridge (up with carrier at once) got its address.
+fn link_up(ns: &str, dev: &str, settings: &[&str]) -> Result<(), TestbedError> {
+    ip(&["-n", ns, "link", "set", "dev", dev, "addrgenmode", "none"])?;
+    let mut args = vec!["-n", ns, "link", "set", "dev", dev];
+    args.extend_from_slice(settings);
+    args.push("up");
+    ip(&args).map(drop)
 }
 
 /// netem as the root (handle 1:) with tbf as its child (10:), as in the
