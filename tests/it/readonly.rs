@@ -278,40 +278,27 @@ fn runs_not_yet_upgraded_are_named_and_the_rest_reads() {
     assert_same(&before, &db, "list and show");
 }
 
-/// A loop-mounted ext4 file system, unmounted (and its loop device
-/// freed) when dropped.
+/// A read-only loop mount of an ext4 image, unmounted when dropped.
 struct Loop {
     dir: PathBuf,
 }
 
 impl Loop {
-    fn mount(image: &Path, dir: &Path, opts: &str) -> Loop {
+    fn mount_ro(image: &Path, dir: &Path) -> Loop {
         std::fs::create_dir_all(dir).unwrap();
-        // Other tests' runs set up loop devices at the same time (file
-        // targets on images): two setups can pick the same free device
-        // and one then fails. A few tries; the last one's words if none
-        // succeeds.
-        let mut tries = 0;
-        loop {
-            let out = Command::new("mount")
-                .args(["-o", &format!("loop,{opts}")])
-                .arg(image)
-                .arg(dir)
-                .output()
-                .unwrap();
-            if out.status.success() {
-                break;
-            }
-            tries += 1;
-            assert!(
-                tries < 3,
-                "mount {} on {}: {}",
-                image.display(),
-                dir.display(),
-                benchlab_testkit::said(&out)
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
+        let out = Command::new("mount")
+            .args(["-o", "loop,ro"])
+            .arg(image)
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount {} on {}: {}",
+            image.display(),
+            dir.display(),
+            benchlab_testkit::said(&out)
+        );
         Loop {
             dir: dir.to_path_buf(),
         }
@@ -334,26 +321,33 @@ fn a_read_only_mount_is_read_or_names_the_upgrade() {
     let s = Scratch::new();
     let made = made_store(&s);
     let old = v6_store(&s, "old");
+    // The image is filled when it is made (mke2fs -d), not through a
+    // read-write mount first: a mount namespace another test's process
+    // copied meanwhile (`ip netns exec` makes one) keeps that mount's
+    // file system alive after its umount, and the read-only mount of the
+    // same loop device was then refused ("would change RO state").
+    let content = s.path("content");
+    for (from, dir) in [(&made, "made"), (&old, "old")] {
+        std::fs::create_dir_all(content.join(dir)).unwrap();
+        std::fs::copy(from, content.join(dir).join("benchlab.db")).unwrap();
+    }
     let image = s.path("fs.img");
     std::fs::File::create(&image)
         .unwrap()
         .set_len(32 << 20)
         .unwrap();
-    let st = Command::new("mkfs.ext4")
-        .args(["-q", "-F"])
+    let out = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-d"])
+        .arg(&content)
         .arg(&image)
-        .status()
+        .output()
         .unwrap();
-    assert!(st.success(), "mkfs.ext4");
-    let mnt = s.path("mnt");
-    {
-        let rw = Loop::mount(&image, &mnt, "rw");
-        for (from, dir) in [(&made, "made"), (&old, "old")] {
-            std::fs::create_dir_all(rw.dir.join(dir)).unwrap();
-            std::fs::copy(from, rw.dir.join(dir).join("benchlab.db")).unwrap();
-        }
-    }
-    let ro = Loop::mount(&image, &mnt, "ro");
+    assert!(
+        out.status.success(),
+        "mkfs.ext4: {}",
+        benchlab_testkit::said(&out)
+    );
+    let ro = Loop::mount_ro(&image, &s.path("mnt"));
     let made = ro.dir.join("made/benchlab.db");
     for args in reads("1", &s.path("out")) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
