@@ -49,19 +49,30 @@ failed_steps=()
 times="$logs/times.txt"
 : >"$times"
 
+# The machine's busy CPU time so far, in clock ticks (/proc/stat's first
+# line: user, nice, system, irq, softirq, steal; idle and iowait left out).
+busy_ticks() {
+  awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+hz=$(getconf CLK_TCK)
+
 # Runs a step's command with every output line stamped with the time it
 # came (bash's clock: no process per line) in $logs/NAME.log, shown as it
-# comes; records the step's time and whether it failed.
+# comes; records the step's time, the machine's busy CPU-seconds during
+# it (whatever ran, the step's processes or not: on a machine shared
+# with other work it says so) and whether it failed.
 step() {
   local name=$1
   shift
-  local t0=$EPOCHREALTIME
+  local t0=$EPOCHREALTIME c0
+  c0=$(busy_ticks)
   "$@" 2>&1 | while IFS= read -r line; do
     printf '%s\n' "$line"
     printf '%s %s\n' "$EPOCHREALTIME" "$line" >>"$logs/$name.log"
   done
   local rc=${PIPESTATUS[0]}
-  awk -v a="$t0" -v b="$EPOCHREALTIME" -v n="$name" 'BEGIN { printf "%s %.1f\n", n, b - a }' >>"$times"
+  awk -v a="$t0" -v b="$EPOCHREALTIME" -v n="$name" -v c0="$c0" -v c1="$(busy_ticks)" -v hz="$hz" \
+    'BEGIN { printf "%s %.1f %.1f\n", n, b - a, (c1 - c0) / hz }' >>"$times"
   if [ "$rc" -ne 0 ]; then
     status=1
     failed_steps+=("$name (exit $rc)")
@@ -198,9 +209,12 @@ locks_summary() {
 }
 
 echo
+ncpu=$(nproc)
 echo "== time per group (seconds; machine load $(cut -d' ' -f1-3 /proc/loadavg))"
-while read -r name secs; do
-  printf '%-10s %8s\n' "$name" "$secs"
+echo "   with the machine's busy CPU-seconds meanwhile, and how busy its $ncpu CPUs were"
+while read -r name secs cpu; do
+  awk -v n="$name" -v s="$secs" -v c="$cpu" -v k="$ncpu" \
+    'BEGIN { printf "%-10s %8s  %8.1f CPU-s %4.0f %%\n", n, s, c, (s > 0 ? 100 * c / (s * k) : 0) }'
   case "$name" in
     crates)
       # Two at a time (scripts/crate-tests.sh): each binary's own time.
