@@ -7,7 +7,9 @@
 //! checks is found by its own markers: state and scratch directories);
 //! and its servers and guests have start deadlines that the other
 //! modules' servers and guests beside it made them miss (a RabbitMQ not
-//! ready in 30 s, a TCG guest's kernel panicking at boot). The storage
+//! ready in 30 s, a TCG guest's kernel panicking at boot). Inside it, the
+//! guest cell runs beside the other host kinds' cells: neither moves
+//! what the other counts (see `snapshot`). The storage
 //! tests hold the mounts (`exclusive(&[Mounts])`): they make and fill
 //! file systems. The rest run beside everything.
 //!
@@ -946,13 +948,21 @@ fn integrity(db: &Path) -> Result<(), String> {
 /// What a run may change outside its store, as (what, value).
 fn snapshot(cell: &Cell) -> BTreeMap<String, String> {
     let mut s = BTreeMap::new();
-    for k in SYSCTLS {
-        let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
-        s.insert(format!("machine {k}"), v.trim().to_string());
+    // The guest cell runs beside the others (see the kill matrix): its
+    // runs change neither the machine's sysctls nor its cgroups (their
+    // hosts are the guest and a namespace; `fake` and `net.*` make no
+    // cgroup), while the local and SSH cells' runs change both. Only
+    // the guest cell reserves huge pages.
+    let guest = cell.kind == HostKind::Guest;
+    if !guest {
+        for k in SYSCTLS {
+            let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
+            s.insert(format!("machine {k}"), v.trim().to_string());
+        }
     }
     // A guest's huge pages: reserved for the run (`hugepages = true`),
     // given back after it or by `restore`.
-    if cell.kind == HostKind::Guest {
+    if guest {
         let v = std::fs::read_to_string(format!("/proc/sys/{HUGEPAGES}")).unwrap_or_default();
         s.insert(format!("machine {HUGEPAGES}"), v.trim().to_string());
     }
@@ -971,8 +981,10 @@ fn snapshot(cell: &Cell) -> BTreeMap<String, String> {
             }
         }
     }
-    for (what, dir) in cgroup_dirs() {
-        s.insert(format!("cgroup {what}"), dir);
+    if !guest {
+        for (what, dir) in cgroup_dirs() {
+            s.insert(format!("cgroup {what}"), dir);
+        }
     }
     s
 }
@@ -1485,96 +1497,36 @@ fn workloads(c: Component, kind: HostKind) -> Vec<Wl> {
         .collect()
 }
 
-#[test]
-fn sigkill_every_component_on_every_host_kind() {
-    benchlab_testkit::require!(root, "ip", "tc", "losetup", "mkfs.ext4", "ssh");
-    for (program, what) in [
-        ("sshd", "sshd (openssh-server)"),
-        ("ssh-keygen", "ssh-keygen (openssh-client)"),
-        ("nginx", "nginx (Debian package nginx)"),
-        ("smbd", "smbd (Debian package samba)"),
-        (
-            "rabbitmq-server",
-            "RabbitMQ (Debian package rabbitmq-server)",
-        ),
-    ] {
-        if benchlab_testkit::find_program(program).is_none() {
-            return benchlab_testkit::missing(what);
-        }
-    }
-    // The guest kind's QEMU, the busybox of benchlab's initramfs and the
-    // guest kernel (scripts/setup.sh brings all three).
-    if benchlab_testkit::find_program("qemu-system-x86_64").is_none() {
-        return benchlab_testkit::missing("QEMU (Debian package qemu-system-x86)");
-    }
-    if !Path::new("/bin/busybox").exists() {
-        return benchlab_testkit::missing("busybox-static (scripts/setup.sh installs it)");
-    }
-    if benchlab_guest::kernel::Kernel::find().is_err() {
-        return benchlab_testkit::missing(
-            "the guest kernel (bash scripts/guest-kernel.sh, run by scripts/setup.sh)",
-        );
-    }
-    // Alone: its guests reserve huge pages and its checks count the pool,
-    // loop devices, machine-wide sysctls and fs.matrix's cgroups; and its
-    // servers and guests must start within their deadlines (RabbitMQ's 30
-    // s, a TCG guest's boot), which the other modules' servers and guests
-    // beside it made them miss on this two-core machine.
-    let _alone = benchlab_testkit::alone();
-    let seed = seed();
-    let counts: Vec<String> = [
-        HostKind::Local,
-        HostKind::Netns,
-        HostKind::Ssh,
-        HostKind::Guest,
-    ]
-    .iter()
-    .map(|k| format!("{} {}", k.name(), kills_per_cell(*k)))
-    .collect();
-    let counts = counts.join(", ");
-    eprintln!("fault suite: seed {seed} (BENCHLAB_FAULT_SEED), kills per cell: {counts} (BENCHLAB_FAULT_KILLS)");
-    let mut rng = Rng(seed);
-    let started = Instant::now();
-    let mut table: BTreeMap<(Component, HostKind), Tally> = BTreeMap::new();
-    let mut mq_server_kills = 0;
-    // Each component's workloads rotate across the host kinds, not from
-    // the first in every cell: with CI's counts (4 + 2 + 1 kills) every
-    // component meets all six workload kinds somewhere in the matrix.
-    // The components start at different places, so that the local
-    // kills, the most numerous, try different workloads for each.
-    let mut rotation: BTreeMap<Component, usize> = Component::ALL
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (*c, 2 * i + i / 3))
-        .collect();
-    // BENCHLAB_FAULT_HOSTS=local,ssh narrows the matrix (when chasing a
-    // fault); the table then says which host kinds were tried.
-    let only = std::env::var("BENCHLAB_FAULT_HOSTS").unwrap_or_default();
-    // BENCHLAB_FAULT_COMPONENTS=managed,load (name prefixes) and
-    // BENCHLAB_FAULT_WORKLOADS=mq,fileserver narrow it likewise.
-    let only_components = std::env::var("BENCHLAB_FAULT_COMPONENTS").unwrap_or_default();
-    let narrowed = !only.is_empty()
-        || !only_components.is_empty()
-        || std::env::var("BENCHLAB_FAULT_WORKLOADS").is_ok_and(|w| !w.is_empty());
-    for (kind, subnet) in [
-        (HostKind::Local, 0u8),
-        (HostKind::Netns, 241),
-        (HostKind::Ssh, 242),
-        (HostKind::Guest, 243),
-    ] {
-        if !only.is_empty() && !only.split(',').any(|h| h == kind.name()) {
-            continue;
-        }
+/// Added to the seed for the guest cell's own generator (any odd
+/// constant; this one is splitmix64's increment).
+const GUEST_STREAM: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// One thread's share of the kill matrix: its generator, each
+/// component's place in its workload rotation, and its cells' tallies.
+struct Matrix {
+    rng: Rng,
+    rotation: BTreeMap<Component, usize>,
+    mq_server_kills: usize,
+    only_components: String,
+    table: BTreeMap<(Component, HostKind), Tally>,
+}
+
+impl Matrix {
+    /// Every component's kills on one host kind.
+    fn cell(&mut self, kind: HostKind, subnet: u8) {
         let mut cell = Cell::new(kind, subnet);
         let mut timings: HashMap<Wl, Timing> = HashMap::new();
         for c in Component::ALL {
-            if !only_components.is_empty()
-                && !only_components.split(',').any(|o| c.name().starts_with(o))
+            if !self.only_components.is_empty()
+                && !self
+                    .only_components
+                    .split(',')
+                    .any(|o| c.name().starts_with(o))
             {
                 continue;
             }
             let kills = kills_per_cell(kind);
-            let tally = table.entry((c, kind)).or_default();
+            let tally = self.table.entry((c, kind)).or_default();
             if !c.applies(kind) {
                 tally.na = true;
                 continue;
@@ -1582,7 +1534,7 @@ fn sigkill_every_component_on_every_host_kind() {
             let mut attempts = 0;
             let mut retry = 0;
             let first_phase = if kind == HostKind::Guest {
-                rng.below(3)
+                self.rng.below(3)
             } else {
                 0
             };
@@ -1593,11 +1545,11 @@ fn sigkill_every_component_on_every_host_kind() {
             while tally.kills < kills && attempts < kills * 3 + 3 && !wls.is_empty() {
                 attempts += 1;
                 let k = tally.kills;
-                let rot = rotation.entry(c).or_insert(0);
+                let rot = self.rotation.entry(c).or_insert(0);
                 let wl = wls[(*rot + k) % wls.len()];
                 // Every second RabbitMQ server kill of the whole matrix
                 // aims at its epmd (so that CI's counts try both).
-                let epmd = c == Component::Server && wl == Wl::Mq && mq_server_kills % 2 == 1;
+                let epmd = c == Component::Server && wl == Wl::Mq && self.mq_server_kills % 2 == 1;
                 let part = if epmd {
                     ServerPart::Epmd
                 } else {
@@ -1635,9 +1587,9 @@ fn sigkill_every_component_on_every_host_kind() {
                 // A guest cell's single kill starts in a seeded phase, not
                 // always in apply.
                 let phase = PHASES[(k + k / wls.len() + retry + first_phase) % 3];
-                let at = moment(timing, phase, &mut rng);
+                let at = moment(timing, phase, &mut self.rng);
                 let t0 = Instant::now();
-                let r = match trial(&mut cell, wl, c, part, at, timing, &mut rng) {
+                let r = match trial(&mut cell, wl, c, part, at, timing, &mut self.rng) {
                     Ok(r) => r,
                     Err(failures) => {
                         // The component never ran after that moment (a
@@ -1676,7 +1628,7 @@ fn sigkill_every_component_on_every_host_kind() {
                 };
                 *tally.by_workload.entry(what.clone()).or_default() += 1;
                 if c == Component::Server && wl == Wl::Mq {
-                    mq_server_kills += 1;
+                    self.mq_server_kills += 1;
                 }
                 tally.lost += r.lost;
                 tally.failed_points += r.failed_points;
@@ -1725,9 +1677,125 @@ fn sigkill_every_component_on_every_host_kind() {
                         .push(format!("{label}: {} samples lost", r.lost));
                 }
             }
-            *rotation.entry(c).or_insert(0) += table[&(c, kind)].kills;
+            *self.rotation.entry(c).or_insert(0) += self.table[&(c, kind)].kills;
         }
     }
+}
+
+#[test]
+fn sigkill_every_component_on_every_host_kind() {
+    benchlab_testkit::require!(root, "ip", "tc", "losetup", "mkfs.ext4", "ssh");
+    for (program, what) in [
+        ("sshd", "sshd (openssh-server)"),
+        ("ssh-keygen", "ssh-keygen (openssh-client)"),
+        ("nginx", "nginx (Debian package nginx)"),
+        ("smbd", "smbd (Debian package samba)"),
+        (
+            "rabbitmq-server",
+            "RabbitMQ (Debian package rabbitmq-server)",
+        ),
+    ] {
+        if benchlab_testkit::find_program(program).is_none() {
+            return benchlab_testkit::missing(what);
+        }
+    }
+    // The guest kind's QEMU, the busybox of benchlab's initramfs and the
+    // guest kernel (scripts/setup.sh brings all three).
+    if benchlab_testkit::find_program("qemu-system-x86_64").is_none() {
+        return benchlab_testkit::missing("QEMU (Debian package qemu-system-x86)");
+    }
+    if !Path::new("/bin/busybox").exists() {
+        return benchlab_testkit::missing("busybox-static (scripts/setup.sh installs it)");
+    }
+    if benchlab_guest::kernel::Kernel::find().is_err() {
+        return benchlab_testkit::missing(
+            "the guest kernel (bash scripts/guest-kernel.sh, run by scripts/setup.sh)",
+        );
+    }
+    // Alone: its guests reserve huge pages and its checks count the pool,
+    // loop devices, machine-wide sysctls and fs.matrix's cgroups; and its
+    // servers and guests must start within their deadlines (RabbitMQ's 30
+    // s, a TCG guest's boot), which the other modules' servers and guests
+    // beside it made them miss on this two-core machine.
+    let alone = benchlab_testkit::alone();
+    let seed = seed();
+    let counts: Vec<String> = [
+        HostKind::Local,
+        HostKind::Netns,
+        HostKind::Ssh,
+        HostKind::Guest,
+    ]
+    .iter()
+    .map(|k| format!("{} {}", k.name(), kills_per_cell(*k)))
+    .collect();
+    let counts = counts.join(", ");
+    eprintln!("fault suite: seed {seed} (BENCHLAB_FAULT_SEED), kills per cell: {counts} (BENCHLAB_FAULT_KILLS)");
+    let started = Instant::now();
+    // BENCHLAB_FAULT_HOSTS=local,ssh narrows the matrix (when chasing a
+    // fault); the table then says which host kinds were tried.
+    let only = std::env::var("BENCHLAB_FAULT_HOSTS").unwrap_or_default();
+    let wanted = |k: HostKind| only.is_empty() || only.split(',').any(|h| h == k.name());
+    // BENCHLAB_FAULT_COMPONENTS=managed,load (name prefixes) and
+    // BENCHLAB_FAULT_WORKLOADS=mq,fileserver narrow it likewise.
+    let only_components = std::env::var("BENCHLAB_FAULT_COMPONENTS").unwrap_or_default();
+    let narrowed = !only.is_empty()
+        || !only_components.is_empty()
+        || std::env::var("BENCHLAB_FAULT_WORKLOADS").is_ok_and(|w| !w.is_empty());
+    // Each component's workloads rotate across the host kinds, not from
+    // the first in every cell: with CI's counts (4 + 2 + 1 kills) every
+    // component meets all six workload kinds somewhere in the matrix.
+    // The components start at different places, so that the local
+    // kills, the most numerous, try different workloads for each.
+    let rotation: BTreeMap<Component, usize> = Component::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (*c, 2 * i + i / 3))
+        .collect();
+    const HOSTS: [(HostKind, u8); 3] = [
+        (HostKind::Local, 0),
+        (HostKind::Netns, 241),
+        (HostKind::Ssh, 242),
+    ];
+    // The guest cell runs beside the other three, in a thread of its
+    // own: its trials wait on a TCG guest that keeps one CPU busy, theirs
+    // mostly on servers starting, so the two together take little more
+    // than the longer one. Nothing either counts can be moved by the
+    // other (see `snapshot`). Its rotation goes on from where the other
+    // kinds' planned kills leave each component, and its draws come from
+    // a generator of their own, seeded from the same seed.
+    let mut guest_rotation = rotation.clone();
+    for (c, place) in guest_rotation.iter_mut() {
+        for (kind, _) in HOSTS {
+            if wanted(kind) && c.applies(kind) {
+                *place += kills_per_cell(kind);
+            }
+        }
+    }
+    let matrix = |rng: Rng, rotation: BTreeMap<Component, usize>| Matrix {
+        rng,
+        rotation,
+        mq_server_kills: 0,
+        only_components: only_components.clone(),
+        table: BTreeMap::new(),
+    };
+    let mut guest = matrix(Rng(seed ^ GUEST_STREAM), guest_rotation);
+    let mut m = matrix(Rng(seed), rotation);
+    alone.beside(
+        || {
+            if wanted(HostKind::Guest) {
+                guest.cell(HostKind::Guest, 243);
+            }
+        },
+        || {
+            for (kind, subnet) in HOSTS {
+                if wanted(kind) {
+                    m.cell(kind, subnet);
+                }
+            }
+        },
+    );
+    let mut table = m.table;
+    table.extend(guest.table);
     let elapsed = started.elapsed();
     let text = markdown_table(&table, seed, &counts, elapsed);
     eprintln!("\n{text}");
@@ -1778,7 +1846,7 @@ fn markdown_table(
         .map(|k| format!("BENCHLAB_FAULT_KILLS={k} "))
         .unwrap_or_default();
     let mut s = format!(
-        "Run {date}: `{kills_var}BENCHLAB_FAULT_SEED={seed} cargo test --test faults sigkill -- --nocapture` \
+        "Run {date}: `{kills_var}BENCHLAB_FAULT_SEED={seed} cargo test --test it faults::sigkill -- --nocapture` \
          (seed {seed}; kills per cell: {counts}; {:.0} s on this 2-core machine).\n\n| component | host | kills (apply/run/revert) | workloads | samples lost | kills leaving something | run left it to `restore` | failed checks | points failed by the kill |\n|---|---|---|---|---|---|---|---|---|\n",
         elapsed.as_secs_f64()
     );

@@ -307,6 +307,31 @@ fn listed_as_alone() {
     );
 }
 
+impl Alone {
+    /// Runs `beside` in a thread of its own while `here` runs in this
+    /// one, both as parts of this alone test (a scratch or an exclusive
+    /// taken in either holds nothing), and returns both results once
+    /// both have ended; a panic in either is this test's. The helper
+    /// cannot outlive the guard, so nothing else runs beside it either.
+    pub fn beside<A: Send, B>(
+        &self,
+        beside: impl FnOnce() -> A + Send,
+        here: impl FnOnce() -> B,
+    ) -> (A, B) {
+        std::thread::scope(|scope| {
+            let helper = scope.spawn(|| {
+                ALONE.set(true);
+                beside()
+            });
+            let b = here();
+            match helper.join() {
+                Ok(a) => (a, b),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
 impl Drop for Alone {
     fn drop(&mut self) {
         ALONE.set(false);
@@ -397,6 +422,27 @@ mod tests {
     // These tests share the process-wide suite lock with each other: each
     // takes `alone` or only shares, so they cannot disturb one another's
     // checks.
+
+    #[test]
+    fn a_helper_beside_an_alone_test_is_part_of_it() {
+        let a = alone();
+        let (helper, here) = a.beside(
+            || {
+                // A share taken here holds nothing instead of waiting
+                // for the alone test, which waits for this thread (not
+                // taken unless that holds: it would hang, not fail).
+                if !ALONE.get() {
+                    return false;
+                }
+                let _share = shared();
+                true
+            },
+            || ALONE.get(),
+        );
+        assert!(helper && here);
+        drop(a);
+        assert!(!ALONE.get());
+    }
 
     #[test]
     fn an_alone_test_waits_for_shares_and_keeps_new_ones_out() {
