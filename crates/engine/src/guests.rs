@@ -9,33 +9,31 @@ use std::time::{Duration, Instant};
 use benchlab_store::HostRow;
 
 use crate::context::RunCtx;
+use crate::unit::UnitError;
 
 /// A failed point's reason, led by the guest that ended if one of
 /// configuration `idx`'s guests did: killed or crashed while the
 /// configuration was proved or a server side started, its agents fail
 /// first ("the guest closed the channel") and the reason would not say
 /// why.
-pub(crate) fn lost(ctx: &RunCtx<'_>, idx: usize, reason: String) -> String {
-    if reason.contains("the guest ended") {
-        return reason;
-    }
+pub(crate) fn lost(ctx: &RunCtx<'_>, idx: usize, reason: String) -> UnitError {
     let hosts = ctx.pool.guests_of(ctx.study, idx);
     let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
     let watches = ctx.pool.guest_watches(&hosts);
     if watches.is_empty() {
-        return reason;
+        return UnitError::Failed(reason);
     }
     // The control port closes as QEMU ends; an agent's channel may report
     // it a moment before the port's reader does.
     let until = Instant::now() + Duration::from_millis(500);
     loop {
         if let Some((host, _)) = watches.iter().find(|(_, w)| w.gone()) {
-            return format!(
+            return UnitError::GuestEnded(format!(
                 "host `{host}`: the guest ended (its QEMU was killed or crashed): {reason}"
-            );
+            ));
         }
         if Instant::now() > until {
-            return reason;
+            return UnitError::Failed(reason);
         }
         std::thread::sleep(Duration::from_millis(20));
     }

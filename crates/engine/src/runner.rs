@@ -506,9 +506,7 @@ impl Engine<'_> {
         let started = now_rfc3339();
         let (outcome, monitored) = self.measure(point, unit.repetition, config, entry);
         let outcome = outcome.map_err(|e| match e {
-            UnitError::Failed(why) => {
-                UnitError::Failed(crate::guests::lost(&self.ctx, point.config, why))
-            }
+            UnitError::Failed(why) => crate::guests::lost(&self.ctx, point.config, why),
             other => other,
         });
         let ended = now_rfc3339();
@@ -549,9 +547,13 @@ impl Engine<'_> {
         self.tell();
         self.ctx.pool.kill_all();
         Ok(match e {
-            UnitError::Failed(_) if study.defaults.on_error == OnError::Stop => Step::Stop,
-            UnitError::Failed(_) => Step::Failed,
-            _ => Step::Next,
+            UnitError::Failed(_) | UnitError::GuestEnded(_)
+                if study.defaults.on_error == OnError::Stop =>
+            {
+                Step::Stop
+            }
+            UnitError::Failed(_) | UnitError::GuestEnded(_) => Step::Failed,
+            UnitError::Skipped(_) | UnitError::Interrupted => Step::Next,
         })
     }
 
@@ -664,7 +666,9 @@ impl Engine<'_> {
         let (status, reason, sample) = match outcome {
             Ok(sample) => (SampleStatus::Ok, None, Some(sample)),
             Err(UnitError::Skipped(why)) => (SampleStatus::Skipped, Some(why.as_str()), None),
-            Err(UnitError::Failed(why)) => (SampleStatus::Failed, Some(why.as_str()), None),
+            Err(UnitError::Failed(why) | UnitError::GuestEnded(why)) => {
+                (SampleStatus::Failed, Some(why.as_str()), None)
+            }
             Err(UnitError::Interrupted) => return Ok(None),
         };
         self.ctx.store.record_sample(
@@ -695,7 +699,7 @@ impl Engine<'_> {
                 }))
             }
             Err(UnitError::Skipped(why)) => UnitResult::Skipped(why),
-            Err(UnitError::Failed(why)) => UnitResult::Failed(why),
+            Err(UnitError::Failed(why) | UnitError::GuestEnded(why)) => UnitResult::Failed(why),
             Err(UnitError::Interrupted) => unreachable!("returned above"),
         }))
     }

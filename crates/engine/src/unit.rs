@@ -31,6 +31,10 @@ const SERVER_FINISH: Duration = Duration::from_secs(15);
 pub(crate) enum UnitError {
     Skipped(String),
     Failed(String),
+    /// Failed because a guest of the point's configuration ended (its
+    /// QEMU killed or crashed); the reason names it, so
+    /// [`crate::guests::lost`] has nothing to add.
+    GuestEnded(String),
     Interrupted,
 }
 
@@ -299,7 +303,7 @@ impl Engine<'_> {
             ctx.pool.put(&job.host, Role::Client, job.slot, agent);
         }
         if let Some(host) = lost_guest.into_inner().unwrap_or(None) {
-            return Err(UnitError::Failed(format!(
+            return Err(UnitError::GuestEnded(format!(
                 "host `{host}`: the guest ended during the point (its QEMU was killed or crashed)"
             )));
         }
